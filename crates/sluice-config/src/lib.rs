@@ -1,0 +1,1 @@
+//! sluice-config (work in progress).

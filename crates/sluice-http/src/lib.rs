@@ -1,0 +1,1 @@
+//! sluice-http (work in progress).

@@ -1,0 +1,1 @@
+//! sluice-proxy (work in progress).

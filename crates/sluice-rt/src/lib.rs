@@ -1,0 +1,1 @@
+//! sluice-rt (work in progress).

@@ -1,0 +1,1 @@
+//! sluice-splice (work in progress).

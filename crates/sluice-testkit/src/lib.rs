@@ -1,0 +1,1 @@
+//! sluice-testkit (work in progress).
