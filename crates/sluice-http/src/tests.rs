@@ -1,0 +1,1 @@
+//! Table tests across modules: heads in, outcomes out.
