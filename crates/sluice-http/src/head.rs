@@ -125,11 +125,7 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parsed<RequestHead>,
         return Ok(Parsed::Partial);
     };
     let line = buf.get(layout.start_line.clone()).unwrap_or_default();
-    let mut parts = line.splitn(3, |&b| b == b' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(ParseError::MalformedRequestLine);
-    };
+    let (method, target, version) = split_request_line(line)?;
     let method = Method::parse(method)?;
     let version = Version::parse(version).ok_or(ParseError::MalformedRequestLine)??;
     let target = RequestTarget::parse(&method, target)?;
@@ -152,6 +148,25 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parsed<RequestHead>,
         head,
         len: layout.len,
     })
+}
+
+/// The method, target and version of a request line, unparsed.
+type RequestLineParts<'a> = (&'a [u8], &'a [u8], &'a [u8]);
+
+/// Splits `method SP request-target SP HTTP-version` at the first and last SP, so a space
+/// inside the target is reported as an invalid target rather than a bad version.
+fn split_request_line(line: &[u8]) -> Result<RequestLineParts<'_>, ParseError> {
+    let first = line.iter().position(|&b| b == b' ');
+    let last = line.iter().rposition(|&b| b == b' ');
+    match (first, last) {
+        (Some(first), Some(last)) if first < last => {
+            let method = line.get(..first).unwrap_or_default();
+            let target = line.get(first + 1..last).unwrap_or_default();
+            let version = line.get(last + 1..).unwrap_or_default();
+            Ok((method, target, version))
+        }
+        _ => Err(ParseError::MalformedRequestLine),
+    }
 }
 
 /// Parses a response head from the front of `buf`.

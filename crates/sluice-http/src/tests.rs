@@ -1,1 +1,0 @@
-//! Table tests across modules: heads in, outcomes out.
