@@ -163,7 +163,10 @@ pub enum Problem {
     )]
     InvalidVia(String),
     /// `log.level` is not a level `tracing` knows.
-    #[error("unknown level \"{0}\", expected one of \"error\", \"warn\", \"info\", \"debug\", \"trace\"")]
+    #[error(
+        "unknown level \"{0}\", expected one of \"error\", \"warn\", \"info\", \"debug\", \
+         \"trace\""
+    )]
     UnknownLogLevel(String),
 }
 

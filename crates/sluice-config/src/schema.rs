@@ -101,11 +101,8 @@ impl FromStr for UpstreamAddr {
         };
         let host = if let Some(inner) = host.strip_prefix('[') {
             // An IPv6 literal must be bracketed, since its colons would be read as the port's.
-            match inner
-                .strip_suffix(']')
-                .map(str::parse::<std::net::Ipv6Addr>)
-            {
-                Some(Ok(_)) => inner,
+            match inner.strip_suffix(']') {
+                Some(literal) if literal.parse::<std::net::Ipv6Addr>().is_ok() => literal,
                 _ => return Err(UpstreamAddrError::InvalidHost(text.to_owned())),
             }
         } else {
