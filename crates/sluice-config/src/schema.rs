@@ -17,7 +17,7 @@ use crate::units;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listener {
-    /// Address to bind, an IP and a port ("127.0.0.1:3128", "[::1]:3128"); port 0 picks one.
+    /// Address to bind, an IP and a port (`"127.0.0.1:3128"`, `"[::1]:3128"`); port 0 picks one.
     pub address: SocketAddr,
     /// Whether clients name the target (forward) or the listener does (reverse).
     pub mode: ListenerMode,
@@ -57,7 +57,7 @@ impl fmt::Display for ListenerMode {
 
 /// An upstream of a reverse listener: a host name or IP literal and a port, resolved later.
 ///
-/// Written "127.0.0.1:8080", "backend.local:80" or "[::1]:8080"; [`Display`](fmt::Display)
+/// Written `"127.0.0.1:8080"`, `"backend.local:80"` or `"[::1]:8080"`; [`Display`](fmt::Display)
 /// gives the same form back. Name resolution is the proxy's job, not the config's: loading a
 /// file never blocks on DNS.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
