@@ -1,6 +1,7 @@
 //! Table tests across modules: literal bytes in, outcome out, one case per rule.
 
 mod chunked;
+mod noise;
 mod request;
 mod response;
 
