@@ -1,0 +1,3 @@
+//! Readiness backends, one file per mechanism.
+
+pub mod epoll;
