@@ -66,7 +66,13 @@ enum State {
     Done,
 }
 
-/// Incremental chunked-body scanner; see the [module docs](self) for the grammar.
+/// Incremental chunked-body scanner (RFC 9112 §7.1):
+///
+/// ```text
+/// chunked-body = *chunk last-chunk trailer-section CRLF
+/// chunk        = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
+/// last-chunk   = 1*("0") [ chunk-ext ] CRLF
+/// ```
 ///
 /// Feed it the bytes after the head with [`advance`](Self::advance). It consumes framing
 /// (chunk-size lines with extensions, the CRLF after data, the last chunk, the trailer section
