@@ -1,1 +1,32 @@
-//! sluice-proxy (work in progress).
+//! The proxy: client connections, exchanges (forward, reverse, CONNECT), the upstream pool, the
+//! access log.
+//!
+//! The `sluice` binary builds a [`Server`] from a `sluice_config::Config`; each worker thread
+//! runs a `sluice_rt` runtime with its own listeners (SO_REUSEPORT), its own upstream pool and
+//! its own counters. For every request a worker parses the head with `sluice_http`, routes it
+//! (`route`), connects or reuses an upstream (`upstream`), sends the request and reads the
+//! response head (`exchange`), and hands bodies and tunnels to a `sluice_splice` engine
+//! (`body`, `tunnel`). One access-log line per exchange follows (`access_log`).
+//!
+//! Start with [`Server::start`]; [`ProxyError`] lists every answer the proxy gives itself.
+//!
+//! What it does not do: parse bytes (`sluice-http`), move body bytes (`sluice-splice`), or own
+//! the event loop (`sluice-rt`). Exchanges on one connection run one at a time, so pipelined
+//! responses keep request order by construction.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod access_log;
+mod body;
+mod client;
+mod error;
+mod exchange;
+mod route;
+mod server;
+mod tunnel;
+mod upstream;
+mod worker;
+
+pub use error::{error_response, reason_phrase, Phase, ProxyError, Side, Termination};
+pub use server::{Server, StartError};
+pub use worker::WorkerReport;

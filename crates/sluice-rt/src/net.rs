@@ -41,8 +41,15 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT.
+    /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT and registers it with this runtime.
     pub fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<Self> {
+        Self::from_std(Self::bind_std(addr, backlog)?)
+    }
+
+    /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT, non-blocking, outside any runtime: the
+    /// server binds every worker's socket before starting the workers, so that a bind error
+    /// stops start-up and port 0 resolves to one port shared by all workers.
+    pub fn bind_std(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
         socket.set_reuse_port(true)?;
@@ -52,8 +59,14 @@ impl TcpListener {
         socket.set_nonblocking(true)?;
         socket.bind(&addr.into())?;
         socket.listen(backlog)?;
+        Ok(socket.into())
+    }
+
+    /// Registers a listener made by [`TcpListener::bind_std`] with the current runtime.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
         Ok(Self {
-            inner: Async::new(std::net::TcpListener::from(socket))?,
+            inner: Async::new(listener)?,
         })
     }
 

@@ -1,0 +1,477 @@
+//! One HTTP exchange (not CONNECT): route, connect or reuse, send the request and its body, read
+//! the response head, move the response body, and decide what may be reused.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use sluice_http::{
+    parse_response, remove_hop_by_hop, BodyFraming, Method, Parsed, RequestHead, RequestTarget,
+    ResponseHead, Version,
+};
+use sluice_rt::net::TcpStream;
+use sluice_rt::timeout;
+use sluice_splice::Limit;
+
+use crate::access_log::AccessRecord;
+use crate::body::{
+    forward_chunked, forward_plain, BodyContext, BodyFailure, BodyOutcome, ChunkedMode,
+};
+use crate::client::{answer_error, ClientConnection};
+use crate::error::{Phase, ProxyError, Side, Termination};
+use crate::route::{ListenerContext, Route};
+use crate::tunnel;
+use crate::upstream;
+use crate::worker::Worker;
+
+/// Runs one exchange; returns whether the client connection may carry another request.
+pub(crate) async fn run(
+    worker: &Worker,
+    listener: &ListenerContext,
+    conn: &mut ClientConnection,
+    head: RequestHead,
+    record: &mut AccessRecord,
+) -> bool {
+    if head.method == Method::Connect {
+        return tunnel::run(worker, listener, conn, head, record).await;
+    }
+    let route = match listener.route(&head) {
+        Ok(route) => route,
+        Err(error) => return fail(conn, record, error).await,
+    };
+    let request_framing = match head.body_framing() {
+        Ok(framing) => framing,
+        Err(error) => return fail(conn, record, error.into()).await,
+    };
+    let request_head = upstream_request_head(worker, &head, &route, conn.peer.ip());
+    let exchange = Exchange {
+        worker,
+        listener,
+        head: &head,
+        route: &route,
+        request_framing,
+    };
+    exchange.run(conn, request_head, record).await
+}
+
+struct Exchange<'a> {
+    worker: &'a Worker,
+    listener: &'a ListenerContext,
+    head: &'a RequestHead,
+    route: &'a Route,
+    request_framing: BodyFraming,
+}
+
+/// How sending the request failed.
+enum SendFailure {
+    Upstream(std::io::Error),
+    Client(Termination),
+}
+
+impl Exchange<'_> {
+    fn body_context(&self) -> BodyContext<'_> {
+        BodyContext {
+            engine: &self.listener.engine,
+            stats: &self.worker.stats,
+            idle_timeout: self.worker.config.timeouts.body_idle,
+            limits: &self.worker.http_limits,
+            read_size: self.worker.config.transfer.copy_buffer,
+        }
+    }
+
+    async fn run(
+        &self,
+        conn: &mut ClientConnection,
+        request_head: Vec<u8>,
+        record: &mut AccessRecord,
+    ) -> bool {
+        let addrs = match self
+            .worker
+            .resolver
+            .resolve(&self.route.host, self.route.port)
+            .await
+        {
+            Ok(addrs) => addrs,
+            Err(error) => return fail(conn, record, error).await,
+        };
+        // A reused connection may have been closed by the upstream just as we picked it; a
+        // request without a body that got no byte back is then safely sent once more on a new
+        // connection (RFC 9110 §9.2.2: only idempotent methods).
+        let retryable =
+            self.request_framing == BodyFraming::Empty && self.head.method.is_idempotent();
+        let mut attempt = 0;
+        let (upstream, addr, response, mut upstream_buf) = loop {
+            attempt += 1;
+            let (upstream, addr, reused) = match self.checkout(&addrs).await {
+                Ok(found) => found,
+                Err(error) => return fail(conn, record, error).await,
+            };
+            record.upstream = Some(addr);
+            record.connected = record.elapsed();
+            let may_retry = reused && retryable && attempt == 1;
+            if attempt == 1
+                && self.head.expects_continue()
+                && self.request_framing != BodyFraming::Empty
+            {
+                // We answer 100 ourselves (and drop Expect upstream) so that the body flows
+                // while the upstream is connected, without relaying interim responses.
+                if conn
+                    .stream
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    record.termination = Termination::by(Side::Client, Phase::Headers);
+                    return false;
+                }
+            }
+            match self
+                .send_request(conn, &upstream, request_head.clone())
+                .await
+            {
+                Ok(()) => {}
+                Err(SendFailure::Upstream(_)) if may_retry => continue,
+                Err(SendFailure::Upstream(source)) => {
+                    return fail(conn, record, ProxyError::UpstreamWrite { addr, source }).await
+                }
+                Err(SendFailure::Client(termination)) => {
+                    record.termination = termination;
+                    record.error = Some(String::from("client request body ended early"));
+                    return false;
+                }
+            }
+            let mut buf = Vec::new();
+            match self.read_response_head(&upstream, &mut buf, addr).await {
+                Ok(response) => break (upstream, addr, response, buf),
+                Err(ProxyError::UpstreamClosed { .. }) if may_retry => continue,
+                Err(error) => return fail(conn, record, error).await,
+            }
+        };
+        record.first_byte = record.elapsed();
+        record.status = response.status;
+        let response_framing = match response.body_framing(&self.head.method) {
+            Ok(framing) => framing,
+            Err(source) => {
+                return fail(conn, record, ProxyError::BadResponse { addr, source }).await
+            }
+        };
+        let upstream_persistent =
+            response.keep_alive() && response_framing != BodyFraming::UntilClose;
+        let dechunk =
+            response_framing == BodyFraming::Chunked && self.head.version == Version::Http10;
+        let keep_client = self.head.keep_alive()
+            && !self.worker.shutdown.is_requested()
+            && response_framing != BodyFraming::UntilClose
+            && !dechunk;
+        let client_head = self.client_response_head(response, keep_client, dechunk);
+        let outcome = self
+            .forward_response(
+                &upstream,
+                &conn.stream,
+                &mut upstream_buf,
+                client_head,
+                response_framing,
+                dechunk,
+            )
+            .await;
+        record.bytes += outcome.written;
+        match outcome.result {
+            Ok(()) => {
+                if upstream_persistent && upstream_buf.is_empty() {
+                    self.worker.pool.borrow_mut().put(addr, upstream);
+                }
+                keep_client
+            }
+            Err(failure) => {
+                // The client must never take a cut body for a whole one: close its connection
+                // (a Content-Length body then reads short; a chunked one lacks its last chunk).
+                record.termination = response_failure_termination(&failure);
+                record.error = Some(format!("response body: {}", describe(&failure)));
+                false
+            }
+        }
+    }
+
+    /// A pooled connection to the first address, or a new one.
+    async fn checkout(
+        &self,
+        addrs: &[SocketAddr],
+    ) -> Result<(TcpStream, SocketAddr, bool), ProxyError> {
+        if let Some(&first) = addrs.first() {
+            if let Some(stream) = self.worker.pool.borrow_mut().take(first) {
+                return Ok((stream, first, true));
+            }
+        }
+        let timeouts = &self.worker.config.timeouts;
+        let (stream, addr) = upstream::connect(
+            addrs,
+            &self.worker.stream_options,
+            timeouts.upstream_connect,
+        )
+        .await?;
+        Ok((stream, addr, false))
+    }
+
+    async fn send_request(
+        &self,
+        conn: &mut ClientConnection,
+        upstream: &TcpStream,
+        request_head: Vec<u8>,
+    ) -> Result<(), SendFailure> {
+        let cx = self.body_context();
+        let outcome: BodyOutcome = match self.request_framing {
+            BodyFraming::Empty | BodyFraming::Length(0) => {
+                return match timeout(cx.idle_timeout, upstream.write_all(&request_head)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(error)) => Err(SendFailure::Upstream(error)),
+                    Err(_) => Err(SendFailure::Upstream(std::io::ErrorKind::TimedOut.into())),
+                };
+            }
+            BodyFraming::Length(n) => {
+                forward_plain(
+                    cx,
+                    &conn.stream,
+                    upstream,
+                    &mut conn.buf,
+                    request_head,
+                    Limit::Bytes(n),
+                )
+                .await
+            }
+            BodyFraming::Chunked => {
+                forward_chunked(
+                    cx,
+                    &conn.stream,
+                    upstream,
+                    &mut conn.buf,
+                    request_head,
+                    ChunkedMode::Verbatim,
+                )
+                .await
+            }
+            // Requests are never close-delimited (RFC 9112 §6.3, rule 6).
+            BodyFraming::UntilClose => return Ok(()),
+        };
+        match outcome.result {
+            Ok(()) => Ok(()),
+            Err(BodyFailure::Destination(error)) => Err(SendFailure::Upstream(error)),
+            Err(BodyFailure::Idle) => Err(SendFailure::Client(Termination::timed_out(
+                Side::Client,
+                Phase::Data,
+            ))),
+            Err(_) => Err(SendFailure::Client(Termination::by(
+                Side::Client,
+                Phase::Data,
+            ))),
+        }
+    }
+
+    async fn read_response_head(
+        &self,
+        upstream: &TcpStream,
+        buf: &mut Vec<u8>,
+        addr: SocketAddr,
+    ) -> Result<ResponseHead, ProxyError> {
+        let first_byte_timeout = self.worker.config.timeouts.upstream_first_byte;
+        let deadline = Instant::now() + first_byte_timeout;
+        loop {
+            if !buf.is_empty() {
+                match parse_response(buf, &self.worker.http_limits) {
+                    Ok(Parsed::Complete { head, len }) => {
+                        buf.drain(..len);
+                        // Interim responses: we answered 100 ourselves and never forward
+                        // Upgrade, so 1xx heads are dropped (a 101 cannot be followed).
+                        if (100..200).contains(&head.status) {
+                            if head.status == 101 {
+                                let source = sluice_http::ParseError::MalformedStatusLine;
+                                return Err(ProxyError::BadResponse { addr, source });
+                            }
+                            continue;
+                        }
+                        return Ok(head);
+                    }
+                    Ok(Parsed::Partial) => {}
+                    Err(source) => return Err(ProxyError::BadResponse { addr, source }),
+                }
+            }
+            let filled = buf.len();
+            buf.resize(filled + 16 * 1024, 0);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let read = timeout(left, upstream.read(&mut buf[filled..])).await;
+            let n = match read {
+                Err(_) => {
+                    return Err(ProxyError::FirstByteTimeout {
+                        addr,
+                        timeout: first_byte_timeout,
+                    })
+                }
+                Ok(Ok(n)) => n,
+                Ok(Err(_)) => 0,
+            };
+            buf.truncate(filled + n);
+            if n == 0 {
+                return Err(ProxyError::UpstreamClosed { addr });
+            }
+        }
+    }
+
+    fn client_response_head(
+        &self,
+        mut response: ResponseHead,
+        keep_client: bool,
+        dechunk: bool,
+    ) -> Vec<u8> {
+        let config = &self.worker.config;
+        // We speak HTTP/1.1 to the client whatever the upstream speaks (RFC 9110 §6.2).
+        let upstream_version = response.version;
+        response.version = Version::Http11;
+        remove_hop_by_hop(&mut response.headers, true);
+        if dechunk {
+            response.headers.remove("Transfer-Encoding");
+        }
+        if let Some(via) = &config.headers.via {
+            response
+                .headers
+                .append("Via", format!("{} {via}", version_number(upstream_version)));
+        }
+        if !keep_client {
+            response.headers.set("Connection", "close");
+        } else if self.head.version == Version::Http10 {
+            response.headers.set("Connection", "keep-alive");
+        }
+        let mut out = Vec::with_capacity(512);
+        response.write_to(&mut out);
+        out
+    }
+
+    async fn forward_response(
+        &self,
+        upstream: &TcpStream,
+        client: &TcpStream,
+        upstream_buf: &mut Vec<u8>,
+        client_head: Vec<u8>,
+        framing: BodyFraming,
+        dechunk: bool,
+    ) -> BodyOutcome {
+        let cx = self.body_context();
+        match framing {
+            BodyFraming::Empty => {
+                forward_plain(
+                    cx,
+                    upstream,
+                    client,
+                    upstream_buf,
+                    client_head,
+                    Limit::Bytes(0),
+                )
+                .await
+            }
+            BodyFraming::Length(n) => {
+                forward_plain(
+                    cx,
+                    upstream,
+                    client,
+                    upstream_buf,
+                    client_head,
+                    Limit::Bytes(n),
+                )
+                .await
+            }
+            BodyFraming::UntilClose => {
+                forward_plain(
+                    cx,
+                    upstream,
+                    client,
+                    upstream_buf,
+                    client_head,
+                    Limit::UntilClose,
+                )
+                .await
+            }
+            BodyFraming::Chunked => {
+                let mode = if dechunk {
+                    ChunkedMode::PayloadOnly
+                } else {
+                    ChunkedMode::Verbatim
+                };
+                forward_chunked(cx, upstream, client, upstream_buf, client_head, mode).await
+            }
+        }
+    }
+}
+
+/// The request head sent upstream: origin-form, HTTP/1.1, hop-by-hop fields removed, Host set
+/// for forward mode, Via and (optionally) X-Forwarded-For added.
+fn upstream_request_head(
+    worker: &Worker,
+    head: &RequestHead,
+    route: &Route,
+    client: IpAddr,
+) -> Vec<u8> {
+    let config = &worker.config;
+    let mut headers = head.headers.clone();
+    remove_hop_by_hop(&mut headers, config.headers.forward_proxy_authorization);
+    match &route.host_header {
+        Some(host) => headers.set("Host", host.as_str()),
+        None if !headers.contains("Host") => {
+            headers.set("Host", format!("{}:{}", route.host, route.port));
+        }
+        None => {}
+    }
+    if head.expects_continue() {
+        headers.remove("Expect");
+    }
+    if let Some(via) = &config.headers.via {
+        headers.append("Via", format!("{} {via}", version_number(head.version)));
+    }
+    if config.headers.x_forwarded_for {
+        headers.append("X-Forwarded-For", client.to_string());
+    }
+    let target = if route.path == "*" {
+        RequestTarget::Asterisk
+    } else {
+        RequestTarget::Origin(route.path.clone())
+    };
+    let upstream_head = RequestHead {
+        method: head.method.clone(),
+        target,
+        version: Version::Http11,
+        headers,
+    };
+    let mut out = Vec::with_capacity(512);
+    upstream_head.write_to(&mut out);
+    out
+}
+
+fn version_number(version: Version) -> &'static str {
+    match version {
+        Version::Http10 => "1.0",
+        Version::Http11 => "1.1",
+    }
+}
+
+/// Who ended a response body early: the upstream (its side of the transfer) or the client.
+fn response_failure_termination(failure: &BodyFailure) -> Termination {
+    match failure {
+        BodyFailure::Parse(_) | BodyFailure::SourceClosed | BodyFailure::Source(_) => {
+            Termination::by(Side::Upstream, Phase::Data)
+        }
+        BodyFailure::Destination(_) => Termination::by(Side::Client, Phase::Data),
+        BodyFailure::Idle => Termination::timed_out(Side::Upstream, Phase::Data),
+    }
+}
+
+fn describe(failure: &BodyFailure) -> String {
+    match failure {
+        BodyFailure::Parse(error) => format!("invalid chunked framing: {error}"),
+        BodyFailure::SourceClosed => String::from("source closed before the end"),
+        BodyFailure::Source(error) => format!("read failed: {error}"),
+        BodyFailure::Destination(error) => format!("write failed: {error}"),
+        BodyFailure::Idle => String::from("no progress within timeouts.body_idle"),
+    }
+}
+
+/// Answers an error of our own, records it, and ends the client connection.
+async fn fail(conn: &mut ClientConnection, record: &mut AccessRecord, error: ProxyError) -> bool {
+    answer_error(conn, record, error).await;
+    false
+}

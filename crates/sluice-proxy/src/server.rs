@@ -1,0 +1,195 @@
+//! Start-up and shutdown: bind every listener once per worker, start the worker threads, and
+//! collect their reports.
+
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+
+use sluice_config::{Config, Engine as EngineChoice};
+use sluice_rt::net::TcpListener;
+use sluice_rt::{Backend, Runtime, ShutdownHandle};
+use sluice_splice::{CopyEngine, Engine};
+
+use crate::route::ListenerContext;
+use crate::worker::{self, Worker, WorkerReport};
+
+/// Pending connections the kernel queues per worker socket.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener's address could not be bound.
+    #[error("listener[{index}]: cannot bind {addr}: {source} (another process on that port? see listener.address)")]
+    Bind {
+        /// The listener's position in the config.
+        index: usize,
+        /// Its address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A configured engine does not exist in this build yet.
+    #[error("transfer engine \"{0}\" is not implemented yet; use \"copy\" or \"auto\"")]
+    EngineUnavailable(EngineChoice),
+    /// A worker thread or its event loop could not be created.
+    #[error("cannot start worker {index}: {source}")]
+    Worker {
+        /// The worker.
+        index: usize,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A running proxy: its worker threads and the addresses it listens on.
+#[derive(Debug)]
+pub struct Server {
+    threads: Vec<thread::JoinHandle<WorkerReport>>,
+    shutdowns: Vec<ShutdownHandle>,
+    addrs: Vec<SocketAddr>,
+}
+
+impl Server {
+    /// Binds every listener and starts `config.workers` workers on the `backend` chosen.
+    pub fn start(config: Config, backend: Backend) -> Result<Server, StartError> {
+        let config = Arc::new(config);
+        for listener in &config.listeners {
+            engine_for(
+                listener.effective_engine(&config.transfer),
+                config.transfer.copy_buffer,
+            )?;
+        }
+        let (addrs, mut sockets) = bind_all(&config)?;
+        let mut threads = Vec::with_capacity(config.workers);
+        let mut shutdowns = Vec::with_capacity(config.workers);
+        for (index, worker_sockets) in sockets.drain(..).enumerate() {
+            let (ready_tx, ready_rx) = mpsc::channel();
+            let worker_config = config.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("sluice-worker-{index}"))
+                .spawn(move || run_worker(index, worker_config, backend, worker_sockets, ready_tx));
+            let worker_error = |source| StartError::Worker { index, source };
+            let thread = spawned.map_err(worker_error)?;
+            let shutdown = ready_rx
+                .recv()
+                .map_err(|_| io::Error::other("worker exited during start-up"))
+                .and_then(|ready| ready)
+                .map_err(worker_error)?;
+            threads.push(thread);
+            shutdowns.push(shutdown);
+        }
+        Ok(Server {
+            threads,
+            shutdowns,
+            addrs,
+        })
+    }
+
+    /// The bound address of each listener, in config order (port 0 resolved).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Handles that ask every worker to stop; usable from any thread (a signal handler's).
+    pub fn shutdown_handles(&self) -> Vec<ShutdownHandle> {
+        self.shutdowns.clone()
+    }
+
+    /// Asks every worker to stop accepting and to finish its exchanges in flight.
+    pub fn shutdown(&self) {
+        self.shutdowns.iter().for_each(ShutdownHandle::shutdown);
+    }
+
+    /// Waits for every worker to stop and sums their reports.
+    pub fn wait(self) -> WorkerReport {
+        let mut total = WorkerReport::default();
+        for thread in self.threads {
+            match thread.join() {
+                Ok(report) => {
+                    total.connections += report.connections;
+                    total.exchanges += report.exchanges;
+                    total.transfers += report.transfers;
+                    total.engine_bytes += report.engine_bytes;
+                }
+                Err(_) => tracing::error!("a worker thread panicked"),
+            }
+        }
+        total
+    }
+}
+
+fn engine_for(choice: EngineChoice, copy_buffer: usize) -> Result<Engine, StartError> {
+    match choice {
+        // Until the kernel engines exist, "auto" has one candidate.
+        EngineChoice::Copy | EngineChoice::Auto => Ok(Engine::Copy(CopyEngine::new(copy_buffer))),
+        other => Err(StartError::EngineUnavailable(other)),
+    }
+}
+
+/// Binds each listener once per worker with SO_REUSEPORT. The first bind of a port-0 address
+/// picks the port; the other workers bind that same port.
+fn bind_all(
+    config: &Config,
+) -> Result<(Vec<SocketAddr>, Vec<Vec<std::net::TcpListener>>), StartError> {
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> =
+        (0..config.workers).map(|_| Vec::new()).collect();
+    let mut addrs = Vec::with_capacity(config.listeners.len());
+    for (index, listener) in config.listeners.iter().enumerate() {
+        let mut addr = listener.address;
+        for sockets in per_worker.iter_mut() {
+            let bind_error = |source| StartError::Bind {
+                index,
+                addr,
+                source,
+            };
+            let socket = TcpListener::bind_std(addr, LISTEN_BACKLOG).map_err(bind_error)?;
+            addr = socket.local_addr().map_err(bind_error)?;
+            sockets.push(socket);
+        }
+        addrs.push(addr);
+    }
+    Ok((addrs, per_worker))
+}
+
+fn run_worker(
+    index: usize,
+    config: Arc<Config>,
+    backend: Backend,
+    sockets: Vec<std::net::TcpListener>,
+    ready: mpsc::Sender<io::Result<ShutdownHandle>>,
+) -> WorkerReport {
+    let runtime = match Runtime::new(backend) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return WorkerReport::default();
+        }
+    };
+    let shutdown = runtime.shutdown_handle();
+    let _ = ready.send(Ok(shutdown.clone()));
+    let mut listeners = Vec::with_capacity(sockets.len());
+    for ((listener_index, listener), socket) in config.listeners.iter().enumerate().zip(sockets) {
+        let engine = engine_for(
+            listener.effective_engine(&config.transfer),
+            config.transfer.copy_buffer,
+        )
+        .expect("engines were checked before the workers started");
+        let context = ListenerContext::new(
+            listener_index,
+            listener.mode,
+            listener.upstreams.clone(),
+            engine,
+        );
+        listeners.push((Rc::new(context), socket));
+    }
+    runtime.block_on(async move {
+        let worker = Rc::new(Worker::new(index, config, shutdown));
+        worker::run(worker, listeners).await
+    })
+}

@@ -1,0 +1,194 @@
+//! One worker thread: its runtime, its listeners' accept loops, its upstream pool and counters.
+//! Nothing here is shared with other workers.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_config::Config;
+use sluice_rt::net::{StreamOptions, TcpListener};
+use sluice_rt::{sleep, spawn, ShutdownHandle};
+use sluice_splice::EngineStats;
+
+use crate::client;
+use crate::route::ListenerContext;
+use crate::upstream::{Resolver, UpstreamPool};
+
+/// How long a worker waits, after shutdown was asked, for its exchanges in flight to finish.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What a worker reports when it stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Client connections accepted.
+    pub connections: u64,
+    /// Exchanges (requests and tunnels) handled.
+    pub exchanges: u64,
+    /// Body transfers and tunnels the engine ran.
+    pub transfers: u64,
+    /// Bytes the engine moved.
+    pub engine_bytes: u64,
+}
+
+/// Per-worker state reached from every connection task of that worker.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub id: usize,
+    pub config: Arc<Config>,
+    pub http_limits: sluice_http::Limits,
+    pub stream_options: StreamOptions,
+    pub pool: RefCell<UpstreamPool>,
+    pub resolver: Resolver,
+    pub stats: EngineStats,
+    pub shutdown: ShutdownHandle,
+    open_connections: Cell<usize>,
+    accepted: Cell<u64>,
+    exchanges: Cell<u64>,
+}
+
+impl Worker {
+    pub(crate) fn new(id: usize, config: Arc<Config>, shutdown: ShutdownHandle) -> Self {
+        let http_limits = sluice_http::Limits {
+            max_request_line: config.limits.max_request_line,
+            max_header_bytes: config.limits.max_header_bytes,
+            max_headers: config.limits.max_headers,
+        };
+        let stream_options = StreamOptions {
+            send_buffer: config.socket.send_buffer,
+            recv_buffer: config.socket.recv_buffer,
+        };
+        let pool = UpstreamPool::new(
+            config.limits.upstream_idle_per_origin,
+            config.timeouts.upstream_idle,
+        );
+        Worker {
+            id,
+            http_limits,
+            stream_options,
+            pool: RefCell::new(pool),
+            resolver: Resolver::default(),
+            stats: EngineStats::default(),
+            shutdown,
+            config,
+            open_connections: Cell::new(0),
+            accepted: Cell::new(0),
+            exchanges: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn count_exchange(&self) {
+        self.exchanges.set(self.exchanges.get() + 1);
+    }
+
+    pub(crate) fn report(&self) -> WorkerReport {
+        WorkerReport {
+            connections: self.accepted.get(),
+            exchanges: self.exchanges.get(),
+            transfers: self.stats.transfers(),
+            engine_bytes: self.stats.bytes(),
+        }
+    }
+}
+
+/// Counts a client connection as open for as long as it lives.
+pub(crate) struct ConnectionGuard {
+    worker: Rc<Worker>,
+}
+
+impl ConnectionGuard {
+    fn new(worker: Rc<Worker>) -> Self {
+        worker
+            .open_connections
+            .set(worker.open_connections.get() + 1);
+        worker.accepted.set(worker.accepted.get() + 1);
+        ConnectionGuard { worker }
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.worker
+            .open_connections
+            .set(self.worker.open_connections.get() - 1);
+    }
+}
+
+/// The worker's main task: accept on every listener until shutdown, then let exchanges in
+/// flight finish for up to [`SHUTDOWN_GRACE`].
+pub(crate) async fn run(
+    worker: Rc<Worker>,
+    listeners: Vec<(Rc<ListenerContext>, std::net::TcpListener)>,
+) -> WorkerReport {
+    for (context, listener) in listeners {
+        match TcpListener::from_std(listener) {
+            Ok(listener) => {
+                spawn(accept_loop(worker.clone(), context, listener));
+            }
+            Err(error) => tracing::error!(worker = worker.id, %error, "cannot register listener"),
+        }
+    }
+    spawn(sweep_pool(worker.clone()));
+    worker.shutdown.requested().await;
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    // Shutdown is rare: polling the count beats wiring a notification through every exchange.
+    while worker.open_connections.get() > 0 && Instant::now() < deadline {
+        sleep(Duration::from_millis(20)).await;
+    }
+    if worker.open_connections.get() > 0 {
+        tracing::warn!(
+            worker = worker.id,
+            open = worker.open_connections.get(),
+            "closing connections still open after the shutdown grace period"
+        );
+    }
+    worker.report()
+}
+
+async fn accept_loop(worker: Rc<Worker>, context: Rc<ListenerContext>, listener: TcpListener) {
+    let shutdown = worker.shutdown.clone();
+    loop {
+        while worker.open_connections.get() >= worker.config.limits.max_connections {
+            // At the limit, new clients wait in the kernel's listen backlog.
+            sleep(Duration::from_millis(5)).await;
+        }
+        let accept = async { Some(listener.accept(&worker.stream_options).await) };
+        let stop = async {
+            shutdown.requested().await;
+            None
+        };
+        match futures_lite::future::or(accept, stop).await {
+            None => return,
+            Some(Ok((stream, peer))) => {
+                let guard = ConnectionGuard::new(worker.clone());
+                spawn(client::serve(
+                    worker.clone(),
+                    context.clone(),
+                    stream,
+                    peer,
+                    guard,
+                ));
+            }
+            Some(Err(error)) => {
+                // EMFILE and friends: back off instead of spinning on a listener that stays
+                // readable.
+                tracing::warn!(worker = worker.id, listener = context.index, %error, "accept failed");
+                sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn sweep_pool(worker: Rc<Worker>) {
+    let period = (worker.config.timeouts.upstream_idle / 2).max(Duration::from_millis(500));
+    let stop = worker.shutdown.clone();
+    let sweeping = async {
+        loop {
+            sleep(period).await;
+            worker.pool.borrow_mut().sweep();
+        }
+    };
+    futures_lite::future::or(sweeping, stop.requested()).await;
+    let idle = worker.pool.borrow().len();
+    tracing::debug!(worker = worker.id, idle, "upstream pool closed");
+}
