@@ -1,0 +1,157 @@
+//! The real `sluice` binary, started with a config written to a temporary file.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crate::DEADLINE;
+
+/// A running `sluice run --config FILE`, killed when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    child: Child,
+    addrs: Vec<SocketAddr>,
+    stderr: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    /// Starts `binary` with `config` (TOML) and waits until every listener is bound.
+    ///
+    /// # Panics
+    /// If the binary does not start or does not report its listeners within [`DEADLINE`]; the
+    /// panic message carries its stderr.
+    pub fn start(binary: &Path, config: &str) -> Proxy {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("sluice.toml");
+        std::fs::write(&path, config).expect("write config");
+        let listeners = config.matches("[[listener]]").count().max(1);
+        let mut child = Command::new(binary)
+            .args(["run", "--config"])
+            .arg(&path)
+            .env(
+                "RUST_LOG",
+                std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sluice");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut child_stderr = child.stderr.take().expect("piped stderr");
+        let sink = stderr.clone();
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = child_stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("listening ") {
+                    if tx
+                        .send(addr.parse::<SocketAddr>().expect("address"))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut addrs = Vec::new();
+        while addrs.len() < listeners {
+            match rx.recv_timeout(DEADLINE) {
+                Ok(addr) => addrs.push(addr),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("sluice did not start; stderr:\n{}", stderr.lock().unwrap());
+                }
+            }
+        }
+        Proxy {
+            child,
+            addrs,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    /// The first listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    /// Every listener's address, in config order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The proxy's `http://` URL, for curl `-x`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// What the proxy wrote to stderr so far (logs, access log).
+    pub fn logs(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the logs contain `needle` (e.g. an access-log line), or panics at the deadline.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let logs = self.logs();
+            if logs.contains(needle) {
+                return logs;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "log line {needle:?} never came; logs:\n{logs}"
+            );
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
+    pub fn terminate(mut self) -> bool {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let start = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            if start.elapsed() > DEADLINE {
+                return false;
+            }
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
