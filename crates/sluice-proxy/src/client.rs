@@ -33,6 +33,8 @@ pub(crate) struct ClientConnection {
     pub buf: Vec<u8>,
     /// Exchanges completed on this connection.
     pub exchanges: u64,
+    /// Set after an error response: drain the client before closing (see [`linger_close`]).
+    pub linger: bool,
 }
 
 enum HeadRead {
@@ -57,32 +59,37 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     _guard: ConnectionGuard,
 ) {
-    let engine = listener.engine.name();
-    let access_log = worker.config.log.access_log;
     let mut conn = ClientConnection {
         stream,
         peer,
         buf: Vec::new(),
         exchanges: 0,
+        linger: false,
     };
+    serve_requests(&worker, &listener, &mut conn).await;
+    // After the access-log line, so that lingering does not delay it.
+    if conn.linger {
+        linger_close(&conn.stream).await;
+    }
+}
+
+async fn serve_requests(worker: &Worker, listener: &ListenerContext, conn: &mut ClientConnection) {
+    let engine = listener.engine.name();
+    let access_log = worker.config.log.access_log;
+    let peer = conn.peer;
     if !client_allowed(&worker.config.access.allow, peer.ip()) {
         let mut record = AccessRecord::new(peer, Instant::now(), engine);
-        answer_error(
-            &mut conn,
-            &mut record,
-            ProxyError::ClientNotAllowed(peer.ip()),
-        )
-        .await;
+        answer_error(conn, &mut record, ProxyError::ClientNotAllowed(peer.ip())).await;
         record.emit(access_log);
         return;
     }
     loop {
-        let (head, len, started) = match read_head(&worker, &mut conn).await {
+        let (head, len, started) = match read_head(worker, conn).await {
             HeadRead::Head { head, len, started } => (head, len, started),
             HeadRead::Closed => return,
             HeadRead::Failed { error, started } => {
                 let mut record = AccessRecord::new(peer, started, engine);
-                answer_error(&mut conn, &mut record, error).await;
+                answer_error(conn, &mut record, error).await;
                 record.emit(access_log);
                 return;
             }
@@ -93,7 +100,7 @@ pub(crate) async fn serve(
         record.target = head.target.to_string();
         record.head_read = record.elapsed();
         worker.count_exchange();
-        let keep_alive = exchange::run(&worker, &listener, &mut conn, head, &mut record).await;
+        let keep_alive = exchange::run(worker, listener, conn, head, &mut record).await;
         record.emit(access_log);
         conn.exchanges += 1;
         if !keep_alive {
@@ -115,7 +122,7 @@ pub(crate) async fn answer_error(
     if let Ok(Ok(())) = timeout(LINGER, conn.stream.write_all(&response)).await {
         record.bytes += response.len() as u64;
     }
-    linger_close(&conn.stream).await;
+    conn.linger = true;
 }
 
 /// Half-closes and drains the client for up to [`LINGER`]: closing a socket with unread input

@@ -65,6 +65,8 @@ struct Exchange<'a> {
 enum SendFailure {
     Upstream(std::io::Error),
     Client(Termination),
+    /// The client's chunked framing is invalid: nothing was answered yet, so it gets a 400.
+    BadBody(sluice_http::ParseError),
 }
 
 impl Exchange<'_> {
@@ -133,6 +135,7 @@ impl Exchange<'_> {
                 Err(SendFailure::Upstream(source)) => {
                     return fail(conn, record, ProxyError::UpstreamWrite { addr, source }).await
                 }
+                Err(SendFailure::BadBody(error)) => return fail(conn, record, error.into()).await,
                 Err(SendFailure::Client(termination)) => {
                     record.termination = termination;
                     record.error = Some(String::from("client request body ended early"));
@@ -254,6 +257,7 @@ impl Exchange<'_> {
         match outcome.result {
             Ok(()) => Ok(()),
             Err(BodyFailure::Destination(error)) => Err(SendFailure::Upstream(error)),
+            Err(BodyFailure::Parse(error)) => Err(SendFailure::BadBody(error)),
             Err(BodyFailure::Idle) => Err(SendFailure::Client(Termination::timed_out(
                 Side::Client,
                 Phase::Data,
