@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::dist::{parse_bytes, CountDist, DelayDist};
+use crate::cpu::ProxyProcesses;
+use crate::dist::{parse_bytes, CountDist, DelayDist, SizeDist};
+use crate::load::series::run_series;
+use crate::load::workload::Mix;
+use crate::load::{ConnectionMode, Endpoint, LoadConfig, Pattern, Via};
 use crate::origin::{Origin, OriginConfig};
 use crate::target::test_bed_address;
 
@@ -24,6 +28,8 @@ pub struct Cli {
 enum Command {
     /// HTTP/1.x origin emulator: bodies sized by the request, deterministic bytes.
     Origin(OriginArgs),
+    /// Bounded load run (closed or open loop), direct or through a proxy, with CPU accounting.
+    Load(Box<LoadArgs>),
 }
 
 /// Requests name their body: `/size/65536` (or `X-Size: 65536`), plus query controls
@@ -51,11 +57,105 @@ struct OriginArgs {
     duration: Option<Duration>,
 }
 
+/// Closed loop (the papers' s-client): `--clients` each send a request, wait for the whole
+/// response, and send the next at once. Open loop (PolyMix-like): `--robots` each request at
+/// `--rate` whatever the responses do, on persistent connections with the PolyMix-4 content
+/// mix. Every run stops at `--duration` or `--max-requests`, whichever comes first.
+#[derive(Debug, Args)]
+struct LoadArgs {
+    /// The origin (`sluice-lab origin`), loopback only.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    target: String,
+    /// The proxy to go through; without it requests go straight to the origin.
+    #[arg(long)]
+    proxy: Option<String>,
+    /// How to address the proxy: forward (absolute URIs, CONNECT) or reverse (origin-form).
+    #[arg(long, value_enum, default_value = "forward")]
+    mode: ProxyMode,
+    /// Closed loop (s-client) or open loop (robots).
+    #[arg(long = "loop", value_enum, default_value = "closed")]
+    loop_kind: LoopKind,
+    /// Closed loop: emulated clients, each with one request outstanding.
+    #[arg(long, default_value_t = 20)]
+    clients: usize,
+    /// Closed loop: request types by weight, `cacheable=W,uncacheable=W,ssl=W`; 60% of ssl
+    /// handshakes are abbreviated.
+    #[arg(long, default_value = "uncacheable=1")]
+    mix: Mix,
+    /// Closed loop: body size, fixed (`64KiB`) or drawn (`exp:8KiB`, `lognormal:25KiB,10KiB`).
+    #[arg(long, default_value = "8KiB")]
+    size: SizeDist,
+    /// Closed loop: a new connection per request, or one kept alive per client.
+    #[arg(long, value_enum, default_value = "per-request")]
+    connection: ConnectionMode,
+    /// Open loop: robots.
+    #[arg(long, default_value_t = 100)]
+    robots: usize,
+    /// Open loop: requests per second per robot (PolyMix-4: 0.4).
+    #[arg(long, default_value_t = 0.4)]
+    rate: f64,
+    /// Open loop: requests per persistent connection (PolyMix-4: zipf:64).
+    #[arg(long, default_value = "zipf:64")]
+    conn_requests: CountDist,
+    /// Open loop: share of requests revisiting an earlier cacheable URL (PolyMix-4: 0.58).
+    #[arg(long, default_value_t = 0.58)]
+    hit_ratio: f64,
+    /// Measured time per run.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Time before measuring starts (its requests are not counted).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Most requests sent per run, warm-up included.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_requests: u64,
+    /// Longest one exchange may take before it counts as a timeout.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Load-generator threads. Default: 1 (leave the other CPUs to proxy and origin).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Check every body byte against the origin's pattern (costs lab CPU).
+    #[arg(long)]
+    verify: bool,
+    /// Repeat the run this many times and report mean ± 90% confidence interval.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Before each proxied run, run the same load direct; report the proxy's overhead.
+    #[arg(long)]
+    compare_direct: bool,
+    /// A pid of the proxy, for per-process CPU (repeatable).
+    #[arg(long = "proxy-pid")]
+    proxy_pids: Vec<u32>,
+    /// Every process with this name is the proxy, for per-process CPU (e.g. haproxy).
+    #[arg(long)]
+    proxy_process: Option<String>,
+    /// Write the JSON report here (`-` for stdout, which then gets no table).
+    #[arg(long)]
+    json: Option<String>,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ProxyMode {
+    Forward,
+    Reverse,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LoopKind {
+    Closed,
+    Open,
+}
+
 /// Parses the command line and runs it; errors print as one chain and exit 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Origin(args) => run_origin(args),
+        Command::Load(args) => run_load(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -93,6 +193,59 @@ fn run_origin(args: OriginArgs) -> anyhow::Result<()> {
         None => loop {
             std::thread::park();
         },
+    }
+    Ok(())
+}
+
+fn run_load(args: LoadArgs) -> anyhow::Result<()> {
+    let origin = test_bed_address(&args.target, "--target")?;
+    let via = match (&args.proxy, args.mode) {
+        (None, _) => Via::Direct,
+        (Some(proxy), ProxyMode::Forward) => Via::Forward(test_bed_address(proxy, "--proxy")?),
+        (Some(proxy), ProxyMode::Reverse) => Via::Reverse(test_bed_address(proxy, "--proxy")?),
+    };
+    let pattern = match args.loop_kind {
+        LoopKind::Closed => Pattern::Closed {
+            clients: args.clients,
+            mix: args.mix,
+            sizes: args.size,
+            connection: args.connection,
+        },
+        LoopKind::Open => Pattern::Open {
+            robots: args.robots,
+            rate: args.rate,
+            conn_requests: args.conn_requests,
+            hit_ratio: args.hit_ratio,
+        },
+    };
+    let config = LoadConfig {
+        endpoint: Endpoint { origin, via },
+        pattern,
+        duration: args.duration,
+        warmup: args.warmup,
+        max_requests: args.max_requests,
+        threads: args.threads,
+        timeout: args.timeout,
+        verify: args.verify,
+        proxy: ProxyProcesses {
+            pids: args.proxy_pids,
+            name: args.proxy_process,
+        },
+        progress: !args.quiet,
+    };
+    let series = run_series(&config, args.runs, args.compare_direct)?;
+    let json = serde_json::to_string_pretty(&series)?;
+    match args.json.as_deref() {
+        Some("-") => println!("{json}"),
+        Some(path) => {
+            std::fs::write(path, json + "\n")
+                .map_err(|e| anyhow::anyhow!("cannot write {path}: {e}"))?;
+            print!("{}", series.human());
+        }
+        None => print!("{}", series.human()),
+    }
+    if series.had_errors() {
+        anyhow::bail!("some requests failed: see the errors column");
     }
     Ok(())
 }

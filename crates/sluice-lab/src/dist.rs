@@ -33,8 +33,15 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
+impl SpecError {
+    /// An error with this message.
+    pub fn new(msg: impl Into<String>) -> SpecError {
+        SpecError(msg.into())
+    }
+}
+
 fn spec_error(msg: impl Into<String>) -> SpecError {
-    SpecError(msg.into())
+    SpecError::new(msg)
 }
 
 /// Parses a byte count with an optional unit: `1000`, `4.5KB`, `64KiB`, `1MiB`.

@@ -34,7 +34,9 @@
 
 pub mod body;
 pub mod cli;
+pub mod cpu;
 pub mod dist;
+pub mod load;
 pub mod origin;
 pub mod ssl;
 pub mod stats;

@@ -70,12 +70,19 @@ async fn serve_requests(
     let cap = config.conn_cap.sample(&mut rng);
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut served: u64 = 0;
-    loop {
-        if served == 0 && buf.first() == Some(&HELLO_FIRST_BYTE) {
-            if let Err(End::Broken) = handshake(stream, &mut buf, counters).await {
-                return End::Broken;
-            }
+    // The first bytes decide: an emulated SSL hello, or a request.
+    let mut first = [0u8; 4096];
+    match stream.read(&mut first).await {
+        Ok(0) => return End::Done,
+        Ok(n) => buf.extend_from_slice(&first[..n]),
+        Err(_) => return End::Broken,
+    }
+    if buf[0] == HELLO_FIRST_BYTE {
+        if let Err(end) = handshake(stream, &mut buf, counters).await {
+            return end;
         }
+    }
+    loop {
         let parsed = match read_request(stream, &mut buf, config.max_size).await {
             Ok(Some(parsed)) => parsed,
             Ok(None) => return End::Done,
