@@ -54,8 +54,8 @@ mod validate;
 
 pub use error::{Amount, ConfigError, Location, Problem};
 pub use schema::{
-    Access, Engine, HeaderPolicy, Limits, Listener, ListenerMode, Log, SocketOptions, Timeouts,
-    Transfer, UpstreamAddr, UpstreamAddrError, LOG_LEVELS,
+    Access, Engine, HeaderPolicy, Limits, Listener, ListenerMode, Log, SocketOptions, SpliceAfter,
+    Timeouts, Transfer, UpstreamAddr, UpstreamAddrError, DEFAULT_SPLICE_THRESHOLD, LOG_LEVELS,
 };
 
 use locate::Document;

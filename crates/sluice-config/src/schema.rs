@@ -335,6 +335,17 @@ pub struct Transfer {
     /// Size of the user-space buffer the copy engine reads into, per direction.
     #[serde(with = "units::size")]
     pub copy_buffer: usize,
+    /// Capacity asked for each splice pipe with F_SETPIPE_SZ.
+    #[serde(with = "units::size")]
+    pub pipe_size: usize,
+    /// Most pipes each worker keeps open (lent to transfers or idle); past it, transfers copy.
+    pub pipe_pool: usize,
+    /// With `engine = "auto"`: body remainders (after what is already buffered) at least this
+    /// large are spliced, smaller ones copied.
+    #[serde(with = "units::size")]
+    pub splice_threshold: usize,
+    /// When a kernel engine takes over an exchange: after the reply head, or right after connect.
+    pub splice_after: SpliceAfter,
 }
 
 impl Default for Transfer {
@@ -342,7 +353,38 @@ impl Default for Transfer {
         Transfer {
             engine: Engine::Copy,
             copy_buffer: 32 * 1024,
+            pipe_size: 1024 * 1024,
+            pipe_pool: 256,
+            splice_threshold: DEFAULT_SPLICE_THRESHOLD,
+            splice_after: SpliceAfter::Headers,
         }
+    }
+}
+
+/// The default `transfer.splice_threshold`: below it, copying a remainder costs less CPU than
+/// splicing it through a pipe (docs/BENCHMARKS.md, "Engines", has the measurement).
+pub const DEFAULT_SPLICE_THRESHOLD: usize = 16 * 1024;
+
+/// When a kernel engine takes over an exchange, the two points the WWW 2002 TCP-splice paper
+/// experiments with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpliceAfter {
+    /// After the reply head is read and rewritten in user space: the body is spliced, the
+    /// connections stay persistent.
+    #[default]
+    Headers,
+    /// Right after the upstream connects, for CONNECT and for requests known not to be
+    /// cacheable: the reply, head included, is spliced until the upstream closes.
+    Connect,
+}
+
+impl fmt::Display for SpliceAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SpliceAfter::Headers => "headers",
+            SpliceAfter::Connect => "connect",
+        })
     }
 }
 

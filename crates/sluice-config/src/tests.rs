@@ -64,6 +64,9 @@ fn defaults_have_documented_values() {
     assert_eq!(HeaderPolicy::default().via.as_deref(), Some("sluice"));
     assert_eq!(Transfer::default().copy_buffer, 32 * 1024);
     assert_eq!(Transfer::default().engine, Engine::Copy);
+    assert_eq!(Transfer::default().pipe_size, 1 << 20);
+    assert_eq!(Transfer::default().pipe_pool, 256);
+    assert_eq!(Transfer::default().splice_after, SpliceAfter::Headers);
     assert_eq!(
         (Log::default().level.as_str(), Log::default().access_log),
         ("info", true)
@@ -111,6 +114,10 @@ recv_buffer = 131072
 [transfer]
 engine = "sockmap"
 copy_buffer = "64KB"
+pipe_size = "256KiB"
+pipe_pool = 32
+splice_threshold = "8KiB"
+splice_after = "connect"
 [log]
 level = "trace"
 access_log = false
@@ -138,6 +145,10 @@ access_log = false
     assert_eq!(config.socket.send_buffer, Some(256 * 1024));
     assert_eq!(config.socket.recv_buffer, Some(131_072));
     assert_eq!(config.transfer.copy_buffer, 64_000);
+    assert_eq!(config.transfer.pipe_size, 256 * 1024);
+    assert_eq!(config.transfer.pipe_pool, 32);
+    assert_eq!(config.transfer.splice_threshold, 8 * 1024);
+    assert_eq!(config.transfer.splice_after, SpliceAfter::Connect);
     assert_eq!(config.log.level, "trace");
     assert_eq!(
         Config::from_toml_str(&config.to_toml_string(), "effective").unwrap(),
@@ -348,6 +359,24 @@ fn each_rule_reports_its_line_key_and_reason() {
             forward_with("[socket]\nsend_buffer = 0\n"),
             "sluice.toml:5:15: socket.send_buffer: ",
             "below the minimum",
+        ),
+        (
+            "pipe smaller than a page",
+            forward_with("[transfer]\npipe_size = \"1KiB\"\n"),
+            "sluice.toml:5:13: transfer.pipe_size: ",
+            "1KiB is below the minimum of 4KiB",
+        ),
+        (
+            "empty pipe pool",
+            forward_with("[transfer]\npipe_pool = 0\n"),
+            "sluice.toml:5:13: transfer.pipe_pool: ",
+            "0 is below the minimum of 1",
+        ),
+        (
+            "unknown splice_after",
+            forward_with("[transfer]\nsplice_after = \"body\"\n"),
+            "sluice.toml:5:16: transfer.splice_after: ",
+            "unknown variant \"body\"",
         ),
         (
             "unknown engine",

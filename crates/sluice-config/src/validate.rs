@@ -223,6 +223,20 @@ fn check_sizes(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
             1024,
             "smaller buffers cost a system call per few bytes",
         ),
+        size(
+            "transfer",
+            "pipe_size",
+            config.transfer.pipe_size,
+            4096,
+            "a pipe holds at least one page",
+        ),
+        count(
+            "transfer",
+            "pipe_pool",
+            config.transfer.pipe_pool,
+            1,
+            "with 0 pipes every splice would fall back to copy; use engine = \"copy\" instead",
+        ),
     ];
     let socket_why = "the kernel would silently raise it to its own minimum; remove the key \
                       to keep the kernel default";

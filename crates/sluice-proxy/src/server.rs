@@ -11,7 +11,7 @@ use std::thread;
 use sluice_config::{Config, Engine as EngineChoice};
 use sluice_rt::net::TcpListener;
 use sluice_rt::{Backend, Runtime, ShutdownHandle};
-use sluice_splice::{CopyEngine, Engine};
+use sluice_splice::{Engine, EngineSettings, WorkerEngines};
 
 use crate::route::ListenerContext;
 use crate::worker::{self, Worker, WorkerReport};
@@ -59,12 +59,11 @@ impl Server {
     /// Binds every listener and starts `config.workers` workers on the `backend` chosen.
     pub fn start(config: Config, backend: Backend) -> Result<Server, StartError> {
         let config = Arc::new(config);
+        let engines = WorkerEngines::new(engine_settings(&config));
         for listener in &config.listeners {
-            engine_for(
-                listener.effective_engine(&config.transfer),
-                config.transfer.copy_buffer,
-            )?;
+            engine_for(listener.effective_engine(&config.transfer), &engines)?;
         }
+        drop(engines);
         let (addrs, mut sockets) = bind_all(&config)?;
         let mut threads = Vec::with_capacity(config.workers);
         let mut shutdowns = Vec::with_capacity(config.workers);
@@ -124,11 +123,32 @@ impl Server {
     }
 }
 
-fn engine_for(choice: EngineChoice, copy_buffer: usize) -> Result<Engine, StartError> {
+/// What the engines need from `[transfer]`.
+fn engine_settings(config: &Config) -> EngineSettings {
+    let transfer = &config.transfer;
+    if transfer.splice_after == sluice_config::SpliceAfter::Connect {
+        // TODO(#3): splice whole replies right after the request for non-cacheable requests.
+        tracing::warn!("transfer.splice_after = \"connect\" is not wired yet; using \"headers\"");
+    }
+    EngineSettings {
+        copy_buffer: transfer.copy_buffer,
+        pipe_size: transfer.pipe_size,
+        pipe_pool: transfer.pipe_pool,
+        splice_threshold: transfer.splice_threshold as u64,
+    }
+}
+
+/// The engine a listener uses, from its worker's set. "sockmap" refuses to start when the eBPF
+/// program cannot be loaded (not root, no kernel support); "auto" then leaves it out.
+fn engine_for(choice: EngineChoice, engines: &WorkerEngines) -> Result<Engine, StartError> {
     match choice {
-        // Until the kernel engines exist, "auto" has one candidate.
-        EngineChoice::Copy | EngineChoice::Auto => Ok(Engine::Copy(CopyEngine::new(copy_buffer))),
-        other => Err(StartError::EngineUnavailable(other)),
+        EngineChoice::Copy => Ok(engines.copy()),
+        EngineChoice::Splice => Ok(engines.splice()),
+        EngineChoice::Auto => Ok(engines.auto()),
+        EngineChoice::Sockmap => engines.sockmap().map_err(|error| {
+            tracing::error!(%error, "cannot start the sockmap engine");
+            StartError::EngineUnavailable(choice)
+        }),
     }
 }
 
@@ -174,12 +194,11 @@ fn run_worker(
     let shutdown = runtime.shutdown_handle();
     let _ = ready.send(Ok(shutdown.clone()));
     let mut listeners = Vec::with_capacity(sockets.len());
+    // One set per worker: its listeners share one pipe pool and one sockmap.
+    let engines = WorkerEngines::new(engine_settings(&config));
     for ((listener_index, listener), socket) in config.listeners.iter().enumerate().zip(sockets) {
-        let engine = engine_for(
-            listener.effective_engine(&config.transfer),
-            config.transfer.copy_buffer,
-        )
-        .expect("engines were checked before the workers started");
+        let engine = engine_for(listener.effective_engine(&config.transfer), &engines)
+            .expect("engines were checked before the workers started");
         let context = ListenerContext::new(
             listener_index,
             listener.mode,

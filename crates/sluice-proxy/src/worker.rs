@@ -142,6 +142,7 @@ pub(crate) async fn run(
             "closing connections still open after the shutdown grace period"
         );
     }
+    worker.stats.log_summary(worker.id);
     worker.report()
 }
 

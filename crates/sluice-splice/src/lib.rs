@@ -8,14 +8,26 @@
 //!
 //! Start with [`Engine`], [`Limit`] and [`TransferOutcome`].
 //!
-//! Only the user-space copy exists today ([`copy`]); splice(2)/tee(2) and eBPF sockmap engines
-//! come behind the same interface. The engine never parses HTTP: chunked bodies are framed by the
-//! caller, which hands it one chunk's data at a time.
-#![forbid(unsafe_code)]
+//! Engines: [`copy`] (user-space read/write, the baseline and the fallback) and [`splice`]
+//! (socket -> pipe -> socket with splice(2), pipes from a per-worker [`PipePool`]). The engine
+//! never parses HTTP: chunked bodies are framed by the caller, which hands it one chunk's data at
+//! a time.
+//!
+//! Every system call beyond plain reads and writes lives in `sys/`, one file per mechanism; the
+//! rest of the crate has no `unsafe`.
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod auto;
 pub mod copy;
+mod pipe;
+pub mod sockmap;
+pub mod splice;
 mod stats;
+mod sys;
+#[cfg(test)]
+mod test_sockets;
 
 use std::fmt;
 use std::io;
@@ -23,8 +35,12 @@ use std::time::Duration;
 
 use sluice_rt::net::TcpStream;
 
+pub use auto::AutoEngine;
 pub use copy::CopyEngine;
-pub use stats::EngineStats;
+pub use pipe::PipePool;
+pub use sockmap::SockmapEngine;
+pub use splice::SpliceEngine;
+pub use stats::{EngineStats, FallbackReason, Mechanism, FALLBACK_LOG_PERIOD};
 
 /// Where a unidirectional transfer ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +124,12 @@ pub struct TransferRequest<'a> {
 pub enum Engine {
     /// Read into a user-space buffer, write it out.
     Copy(CopyEngine),
+    /// splice(2) through a pipe from the worker's pool; copies when no pipe is left.
+    Splice(SpliceEngine),
+    /// Copy, splice or sockmap per transfer, by size.
+    Auto(AutoEngine),
+    /// eBPF sockmap redirect, finished with splice at the edges.
+    Sockmap(SockmapEngine),
 }
 
 impl Engine {
@@ -115,6 +137,9 @@ impl Engine {
     pub fn name(&self) -> &'static str {
         match self {
             Engine::Copy(_) => "copy",
+            Engine::Splice(_) => "splice",
+            Engine::Auto(_) => "auto",
+            Engine::Sockmap(_) => "sockmap",
         }
     }
 
@@ -126,11 +151,19 @@ impl Engine {
         request: TransferRequest<'_>,
         stats: &EngineStats,
     ) -> TransferOutcome {
-        let outcome = match self {
-            Engine::Copy(engine) => engine.transfer(src, dst, request).await,
-        };
-        stats.record_transfer(outcome.forwarded + request.prefix.len() as u64);
-        outcome
+        match self {
+            Engine::Copy(engine) => {
+                let outcome = engine.transfer(src, dst, request).await;
+                stats.record(
+                    Mechanism::Copy,
+                    outcome.forwarded + request.prefix.len() as u64,
+                );
+                outcome
+            }
+            Engine::Splice(engine) => engine.transfer(src, dst, request, stats).await,
+            Engine::Auto(engine) => engine.transfer(src, dst, request, stats).await,
+            Engine::Sockmap(engine) => engine.transfer(src, dst, request, stats).await,
+        }
     }
 
     /// Moves bytes both ways between `client` and `upstream` until both directions close.
@@ -141,10 +174,102 @@ impl Engine {
         idle_timeout: Duration,
         stats: &EngineStats,
     ) -> TunnelOutcome {
-        let outcome = match self {
-            Engine::Copy(engine) => engine.tunnel(client, upstream, idle_timeout).await,
-        };
-        stats.record_transfer(outcome.upstream_bytes + outcome.client_bytes);
-        outcome
+        match self {
+            Engine::Copy(engine) => {
+                let outcome = engine.tunnel(client, upstream, idle_timeout).await;
+                stats.record(
+                    Mechanism::Copy,
+                    outcome.upstream_bytes + outcome.client_bytes,
+                );
+                outcome
+            }
+            Engine::Splice(engine) => engine.tunnel(client, upstream, idle_timeout, stats).await,
+            Engine::Auto(engine) => engine.tunnel(client, upstream, idle_timeout, stats).await,
+            Engine::Sockmap(engine) => engine.tunnel(client, upstream, idle_timeout, stats).await,
+        }
+    }
+}
+
+/// What the engines take from the `[transfer]` config, in their own terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSettings {
+    /// The copy engine's buffer per direction (`transfer.copy_buffer`).
+    pub copy_buffer: usize,
+    /// Capacity asked for each pipe (`transfer.pipe_size`).
+    pub pipe_size: usize,
+    /// Most pipes per worker (`transfer.pipe_pool`).
+    pub pipe_pool: usize,
+    /// `auto` splices remainders at least this large (`transfer.splice_threshold`).
+    pub splice_threshold: u64,
+}
+
+/// One worker's engines: every listener of the worker gets its [`Engine`] from here, so they
+/// share one pipe pool and one sockmap. Build it on the worker's thread.
+#[derive(Debug)]
+pub struct WorkerEngines {
+    settings: EngineSettings,
+    pool: PipePool,
+    sockmap: Result<SockmapEngine, std::sync::Arc<io::Error>>,
+}
+
+/// Why an engine asked for by the config cannot run on this machine.
+#[derive(Debug, thiserror::Error)]
+#[error("the sockmap engine is unavailable: {source} (needs root or CAP_BPF+CAP_NET_ADMIN and a kernel with BPF sockmap; use engine = \"splice\" or \"auto\")")]
+pub struct SockmapUnavailable {
+    /// What failed while loading the program or its maps.
+    #[source]
+    pub source: std::sync::Arc<io::Error>,
+}
+
+impl WorkerEngines {
+    /// Sets up the pool (pipes open on first use) and tries to load the sockmap program.
+    pub fn new(settings: EngineSettings) -> Self {
+        let pool = PipePool::new(settings.pipe_size, settings.pipe_pool);
+        let splice = SpliceEngine::new(pool.clone(), CopyEngine::new(settings.copy_buffer));
+        let sockmap = SockmapEngine::load(splice).map_err(std::sync::Arc::new);
+        WorkerEngines {
+            settings,
+            pool,
+            sockmap,
+        }
+    }
+
+    fn copy_engine(&self) -> CopyEngine {
+        CopyEngine::new(self.settings.copy_buffer)
+    }
+
+    fn splice_engine(&self) -> SpliceEngine {
+        SpliceEngine::new(self.pool.clone(), self.copy_engine())
+    }
+
+    /// The user-space copy.
+    pub fn copy(&self) -> Engine {
+        Engine::Copy(self.copy_engine())
+    }
+
+    /// splice(2), copying when the pool is empty.
+    pub fn splice(&self) -> Engine {
+        Engine::Splice(self.splice_engine())
+    }
+
+    /// The size-based policy; it uses the sockmap only when it loaded.
+    pub fn auto(&self) -> Engine {
+        Engine::Auto(AutoEngine::new(
+            self.copy_engine(),
+            self.splice_engine(),
+            self.sockmap.as_ref().ok().cloned(),
+            self.settings.splice_threshold,
+            auto::SOCKMAP_THRESHOLD,
+        ))
+    }
+
+    /// The sockmap engine, if its program loaded.
+    pub fn sockmap(&self) -> Result<Engine, SockmapUnavailable> {
+        match &self.sockmap {
+            Ok(engine) => Ok(Engine::Sockmap(engine.clone())),
+            Err(source) => Err(SockmapUnavailable {
+                source: source.clone(),
+            }),
+        }
     }
 }

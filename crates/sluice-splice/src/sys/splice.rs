@@ -1,0 +1,99 @@
+//! Pipes, splice(2) and tee(2), non-blocking. rustix's wrappers are safe (they take `AsFd`, and
+//! pass null offsets, which splice(2) requires for sockets and pipes), so this file has no
+//! `unsafe`.
+
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rustix::net::SendFlags;
+use rustix::pipe::{PipeFlags, SpliceFlags};
+
+/// A kernel pipe: the buffer a spliced transfer moves through.
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// Its capacity in bytes, as the kernel reports it.
+    capacity: usize,
+}
+
+/// A new pipe and what became of the size asked for.
+#[derive(Debug)]
+pub(crate) struct NewPipe {
+    pub pipe: Pipe,
+    /// Why the kernel did not give the size asked for (pipe-max-size, pipe-user-pages-*), if
+    /// it did not.
+    pub size_error: Option<io::Error>,
+}
+
+impl Pipe {
+    /// Opens a non-blocking pipe and asks for `size` bytes of capacity with F_SETPIPE_SZ
+    /// (fcntl(2)); the kernel rounds up to a power-of-two number of pages, and refuses (EPERM)
+    /// beyond pipe-max-size or once the user is over pipe-user-pages-hard.
+    pub(crate) fn open(size: usize) -> io::Result<NewPipe> {
+        let (read, write) = rustix::pipe::pipe_with(PipeFlags::NONBLOCK | PipeFlags::CLOEXEC)?;
+        let size_error = rustix::pipe::fcntl_setpipe_size(&write, size).err();
+        let capacity = rustix::pipe::fcntl_getpipe_size(&write)?;
+        let size_error = match size_error {
+            Some(errno) => Some(io::Error::from(errno)),
+            None if capacity < size => Some(io::Error::other(format!(
+                "kernel gave a {capacity}-byte pipe for {size} asked"
+            ))),
+            None => None,
+        };
+        Ok(NewPipe {
+            pipe: Pipe {
+                read,
+                write,
+                capacity,
+            },
+            size_error,
+        })
+    }
+
+    /// The pipe's capacity in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// Moves up to `len` bytes from the socket `src` into `pipe` without copying them through user
+/// space. `Ok(0)` is end of stream; WouldBlock when nothing is queued or the pipe is full.
+pub(crate) fn splice_to_pipe(src: BorrowedFd<'_>, pipe: &Pipe, len: usize) -> io::Result<usize> {
+    let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+    Ok(rustix::pipe::splice(
+        src,
+        None,
+        &pipe.write,
+        None,
+        len,
+        flags,
+    )?)
+}
+
+/// Moves up to `len` bytes from `pipe` to the socket `dst`. `more` sets SPLICE_F_MORE: more
+/// bytes follow at once, so TCP may hold a partial segment back.
+pub(crate) fn splice_from_pipe(
+    pipe: &Pipe,
+    dst: BorrowedFd<'_>,
+    len: usize,
+    more: bool,
+) -> io::Result<usize> {
+    let mut flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+    if more {
+        flags |= SpliceFlags::MORE;
+    }
+    Ok(rustix::pipe::splice(
+        &pipe.read, None, dst, None, len, flags,
+    )?)
+}
+
+/// Sends `buf` on a socket with MSG_MORE: the bytes may wait for what is written next, so a
+/// response head and the first body bytes leave in one segment despite TCP_NODELAY.
+pub(crate) fn send_more(dst: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    Ok(rustix::net::send(
+        dst,
+        buf,
+        SendFlags::MORE | SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+    )?)
+}
