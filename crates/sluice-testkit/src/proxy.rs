@@ -111,10 +111,15 @@ impl Proxy {
 
     /// Waits until the logs contain `needle` (e.g. an access-log line), or panics at the deadline.
     pub fn wait_for_log(&self, needle: &str) -> String {
+        self.wait_for_log_count(needle, 1)
+    }
+
+    /// Waits until the logs contain `needle` at least `count` times.
+    pub fn wait_for_log_count(&self, needle: &str, count: usize) -> String {
         let start = std::time::Instant::now();
         loop {
             let logs = self.logs();
-            if logs.contains(needle) {
+            if logs.matches(needle).count() >= count {
                 return logs;
             }
             assert!(

@@ -99,8 +99,8 @@ fn keep_alive_reuses_the_client_and_the_upstream_connection() {
         1,
         "the upstream connection was not reused"
     );
-    let logs = proxy.wait_for_log("target=\"http://127.0.0.1");
-    assert_eq!(logs.matches("sluice::access").count(), 3, "{logs}");
+    let logs = proxy.wait_for_log_count("sluice::access", 3);
+    assert_eq!(logs.matches("status=200").count(), 3, "{logs}");
 }
 
 #[test]
