@@ -12,6 +12,7 @@ use crate::load::series::run_series;
 use crate::load::workload::Mix;
 use crate::load::{ConnectionMode, Endpoint, LoadConfig, Pattern, Via};
 use crate::origin::{Origin, OriginConfig};
+use crate::peers::{run_peers, Peer, PeersConfig};
 use crate::target::test_bed_address;
 
 /// Sluice's test bed: an origin emulator, load generators with CPU accounting, and a
@@ -30,6 +31,8 @@ enum Command {
     Origin(OriginArgs),
     /// Bounded load run (closed or open loop), direct or through a proxy, with CPU accounting.
     Load(Box<LoadArgs>),
+    /// The yardstick: one matrix against no proxy, sluice, HAProxy, nginx and Squid.
+    Peers(PeersArgs),
 }
 
 /// Requests name their body: `/size/65536` (or `X-Size: 65536`), plus query controls
@@ -138,6 +141,62 @@ struct LoadArgs {
     quiet: bool,
 }
 
+/// Runs the closed loop (uncacheable GETs, fixed sizes) for every size and connection mode
+/// against each peer with one worker, in one session, and prints one markdown table with each
+/// figure also as a ratio to HAProxy's. HAProxy, nginx and Squid come from Debian packages:
+/// missing ones are installed with apt-get (it says so) unless --no-install.
+#[derive(Debug, Args)]
+struct PeersArgs {
+    /// Peers, in table order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "direct,sluice-copy,sluice-splice,sluice-sockmap,haproxy,haproxy-splice,nginx,squid"
+    )]
+    peers: Vec<Peer>,
+    /// Body sizes.
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "1KiB,8KiB,64KiB,128KiB,1MiB,16MiB")]
+    sizes: Vec<u64>,
+    /// Connection modes.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "per-request,keep-alive"
+    )]
+    connections: Vec<ConnectionMode>,
+    /// Closed-loop clients per cell.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
+    /// Measured time per cell.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Warm-up per cell, not measured.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Request cap per cell, warm-up included.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_requests: u64,
+    /// Repetitions of the whole matrix (for 90% intervals in the JSON).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Load-generator threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Check every body byte (costs lab CPU, which counts in the machine figures).
+    #[arg(long)]
+    verify: bool,
+    /// The sluice binary. Default: SLUICE_BIN, else `sluice` beside this binary, else PATH.
+    #[arg(long)]
+    sluice: Option<std::path::PathBuf>,
+    /// Do not install missing peers; their rows say "not run".
+    #[arg(long)]
+    no_install: bool,
+    /// Write the JSON report (every run of every cell) here.
+    #[arg(long)]
+    json: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum ProxyMode {
     Forward,
@@ -156,6 +215,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Origin(args) => run_origin(args),
         Command::Load(args) => run_load(*args),
+        Command::Peers(args) => run_peers_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -247,5 +307,45 @@ fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     if series.had_errors() {
         anyhow::bail!("some requests failed: see the errors column");
     }
+    Ok(())
+}
+
+/// The sluice binary: `SLUICE_BIN`, else `sluice` beside this binary, else on PATH.
+pub fn find_sluice() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("SLUICE_BIN") {
+        return Some(path.into());
+    }
+    let beside = std::env::current_exe().ok()?.with_file_name("sluice");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("sluice"))
+        .find(|p| p.is_file())
+}
+
+fn run_peers_command(args: PeersArgs) -> anyhow::Result<()> {
+    let config = PeersConfig {
+        peers: args.peers,
+        sizes: args.sizes,
+        connections: args.connections,
+        clients: args.clients,
+        duration: args.duration,
+        warmup: args.warmup,
+        max_requests: args.max_requests,
+        runs: args.runs,
+        threads: args.threads,
+        verify: args.verify,
+        sluice: args.sluice.or_else(find_sluice),
+        install: !args.no_install,
+    };
+    let report = run_peers(&config)?;
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)? + "\n";
+        std::fs::write(path, json).map_err(|e| anyhow::anyhow!("cannot write {path}: {e}"))?;
+    }
+    println!();
+    print!("{}", report.markdown());
     Ok(())
 }

@@ -15,7 +15,8 @@ use serde::Serialize;
 /// Which processes count as the proxy.
 #[derive(Debug, Clone, Default)]
 pub struct ProxyProcesses {
-    /// Explicit pids (`--proxy-pid`).
+    /// Explicit pids (`--proxy-pid`), each with its descendants (an nginx master and its
+    /// workers), looked up at each sample.
     pub pids: Vec<u32>,
     /// Every process whose `comm` is this name (`--proxy-process haproxy`), looked up at each
     /// sample so worker processes started later are found.
@@ -29,7 +30,7 @@ impl ProxyProcesses {
     }
 
     fn resolve(&self) -> Vec<u32> {
-        let mut pids = self.pids.clone();
+        let mut pids = with_descendants(&self.pids);
         if let Some(name) = &self.name {
             pids.extend(pids_named(name));
         }
@@ -51,6 +52,37 @@ pub fn pids_named(name: &str) -> Vec<u32> {
             fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
         })
         .collect()
+}
+
+/// `roots` and every process descended from one of them.
+pub fn with_descendants(roots: &[u32]) -> Vec<u32> {
+    if roots.is_empty() {
+        return Vec::new();
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return roots.to_vec();
+    };
+    let parents: Vec<(u32, u32)> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Field 4, the parent pid, counted from the last ')' as in parse_pid_stat.
+            let ppid = stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = roots.to_vec();
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        next += 1;
+    }
+    found
 }
 
 /// One reading of the counters, in clock ticks.
@@ -223,6 +255,15 @@ mod tests {
         assert!(usage.machine_total_s >= usage.machine_busy_s);
         assert_eq!(usage.proxy_pids, vec![std::process::id()]);
         assert!(usage.proxy_s.is_some());
+    }
+
+    #[test]
+    fn finds_children_of_a_pid() {
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        let found = with_descendants(&[std::process::id()]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&child.id()), "{found:?}");
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod cpu;
 pub mod dist;
 pub mod load;
 pub mod origin;
+pub mod peers;
 pub mod ssl;
 pub mod stats;
 pub mod target;

@@ -64,7 +64,7 @@ impl Via {
 }
 
 /// Whether the closed loop reuses connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum ConnectionMode {
     /// A new connection for every request, as the papers' HTTP/1.0 s-client.
