@@ -21,6 +21,7 @@
 
 pub mod auto;
 pub mod copy;
+pub mod keep_copy;
 mod pipe;
 pub mod sockmap;
 pub mod splice;
@@ -37,6 +38,7 @@ use sluice_rt::net::TcpStream;
 
 pub use auto::AutoEngine;
 pub use copy::CopyEngine;
+pub use keep_copy::{CopySink, KeepCopy, KeepCopyOutcome};
 pub use pipe::PipePool;
 pub use sockmap::SockmapEngine;
 pub use splice::SpliceEngine;

@@ -261,6 +261,9 @@ pub(crate) struct Flow {
     /// Bytes spliced from the pipe to the destination.
     pub(crate) forwarded: u64,
     source_closed: bool,
+    /// The last splice into the pipe said EAGAIN while the pipe held bytes: the pipe may have
+    /// been out of slots rather than the source empty (see [`retry_source`]).
+    in_blocked_with_data: bool,
 }
 
 impl Flow {
@@ -271,6 +274,7 @@ impl Flow {
             taken: 0,
             forwarded: 0,
             source_closed: false,
+            in_blocked_with_data: false,
         }
     }
 
@@ -376,6 +380,7 @@ impl Flow {
         dst: &TcpStream,
     ) -> Poll<Step> {
         let mut progressed = false;
+        let mut retry_in = false;
         loop {
             let mut moved = false;
             if self.lease.held() > 0 {
@@ -390,6 +395,7 @@ impl Flow {
                         self.lease.drained(n);
                         self.forwarded += n as u64;
                         moved = true;
+                        retry_in = std::mem::take(&mut self.in_blocked_with_data);
                     }
                     Poll::Ready(Err(error)) => {
                         return Poll::Ready(Step::Finished(Ending::DestinationAborted, Some(error)))
@@ -400,9 +406,12 @@ impl Flow {
             let wanted = self.wanted();
             if wanted > 0 {
                 let pipe = self.lease.pipe();
-                let into = src
-                    .as_async()
-                    .poll_read_with(cx, |s| splice_to_pipe(s.as_fd(), pipe, wanted));
+                let into = if std::mem::take(&mut retry_in) {
+                    retry_source(src, pipe, wanted)
+                } else {
+                    src.as_async()
+                        .poll_read_with(cx, |s| splice_to_pipe(s.as_fd(), pipe, wanted))
+                };
                 match into {
                     Poll::Ready(Ok(0)) => {
                         self.source_closed = true;
@@ -416,7 +425,7 @@ impl Flow {
                     Poll::Ready(Err(error)) => {
                         return Poll::Ready(Step::Finished(Ending::SourceError, Some(error)))
                     }
-                    Poll::Pending => {}
+                    Poll::Pending => self.in_blocked_with_data = self.lease.held() > 0,
                 }
             }
             if self.lease.held() == 0 {
@@ -440,6 +449,25 @@ impl Flow {
             }
             progressed = true;
         }
+    }
+}
+
+/// One splice into the pipe, bypassing the reactor's readiness.
+///
+/// splice(2) says EAGAIN both when the source has nothing and when the pipe is out of slots (a
+/// pipe counts slots, and a slot filled from a socket may hold a single small segment). In the
+/// second case the reactor cleared the source's readiness although bytes wait in its receive
+/// queue, and if the peer has already sent everything no new edge will ever come. So once the
+/// pipe drains after such an EAGAIN, the source is tried once directly. A WouldBlock here is a
+/// real one, and the next poll through the reactor registers for the next edge.
+pub(crate) fn retry_source(
+    src: &TcpStream,
+    pipe: &crate::sys::splice::Pipe,
+    wanted: usize,
+) -> Poll<io::Result<usize>> {
+    match splice_to_pipe(src.as_fd(), pipe, wanted) {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        result => Poll::Ready(result),
     }
 }
 

@@ -88,6 +88,22 @@ pub(crate) fn splice_from_pipe(
     )?)
 }
 
+/// Duplicates up to `len` bytes queued in `from` into `to` without consuming them (tee(2)):
+/// both pipes then reference the same pages.
+pub(crate) fn tee(from: &Pipe, to: &Pipe, len: usize) -> io::Result<usize> {
+    Ok(rustix::pipe::tee(
+        &from.read,
+        &to.write,
+        len,
+        SpliceFlags::NONBLOCK,
+    )?)
+}
+
+/// Reads up to `buf.len()` bytes out of `pipe` (the KeepCopy sink's side).
+pub(crate) fn read_pipe(pipe: &Pipe, buf: &mut [u8]) -> io::Result<usize> {
+    Ok(rustix::io::read(&pipe.read, buf)?)
+}
+
 /// Sends `buf` on a socket with MSG_MORE: the bytes may wait for what is written next, so a
 /// response head and the first body bytes leave in one segment despite TCP_NODELAY.
 pub(crate) fn send_more(dst: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
