@@ -74,7 +74,7 @@ impl Peer {
             ),
             Peer::Haproxy { splice } => format!(
                 "# sluice-lab peers: one thread, HTTP mode, server keep-alive (the default)\n\
-                 global\n    nbthread 1\n    maxconn 20000\n\n\
+                 global\n    nbthread 1\n    maxconn 4000\n\n\
                  defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    \
                  timeout server 30s\n{}\n\
                  frontend lab\n    bind {listen}\n    default_backend origin\n\n\
@@ -86,7 +86,8 @@ impl Peer {
                 }
             ),
             Peer::Nginx => format!(
-                "# sluice-lab peers: one worker; upstream keep-alive; no buffering to disk\n\
+                "# sluice-lab peers: one worker; upstream keep-alive; no buffering to disk, and reads of\n\
+                 # 32k, sluice's copy_buffer (nginx's default 4k or 8k page would handicap it)\n\
                  worker_processes 1;\ndaemon off;\npid {dir}/nginx.pid;\n\
                  error_log {dir}/nginx-error.log warn;\n\
                  events {{ worker_connections 20000; }}\n\
@@ -99,7 +100,9 @@ impl Peer {
                  \x20           proxy_pass http://origin;\n\
                  \x20           proxy_http_version 1.1;\n\
                  \x20           proxy_set_header Connection \"\";\n\
-                 \x20           proxy_buffering off;\n        }}\n    }}\n}}\n"
+                 \x20           proxy_buffering off;\n\
+                 \x20           proxy_buffer_size 32k;\n\
+                 \x20           proxy_buffers 4 32k;\n        }}\n    }}\n}}\n"
             ),
             Peer::Squid => format!(
                 "# sluice-lab peers: forward proxy, one worker, caching off, no access log\n\

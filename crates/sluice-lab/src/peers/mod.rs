@@ -297,7 +297,7 @@ impl PeersReport {
     pub fn markdown(&self) -> String {
         let mut out = String::new();
         let p = &self.provenance;
-        let _ = writeln!(out, "Date: {}. Machine: {}.", p.date, p.line());
+        let _ = writeln!(out, "Machine: {}.", p.line());
         let _ = writeln!(out, "Command: `{}`\n", p.command);
         let _ = writeln!(
             out,
@@ -316,11 +316,24 @@ impl PeersReport {
             .filter(|c| c.peer == BASELINE)
             .map(|c| ((c.size, c.connection), c))
             .collect();
-        let mut rows: Vec<&Cell> = self.cells.iter().collect();
+        let mut rows: Vec<&Cell> = self.cells.iter().filter(|c| c.summary.is_some()).collect();
         rows.sort_by_key(|c| (c.connection as u8, c.size));
         for cell in rows {
             let base = baseline.get(&(cell.size, cell.connection)).copied();
             out.push_str(&row(cell, base));
+        }
+        let mut not_run: Vec<(Peer, &str)> = self
+            .cells
+            .iter()
+            .filter(|c| c.summary.is_none())
+            .map(|c| (c.peer, c.not_run.as_deref().unwrap_or("no result")))
+            .collect();
+        not_run.dedup_by_key(|(peer, _)| *peer);
+        if !not_run.is_empty() {
+            out.push_str("\nNot run:\n");
+            for (peer, why) in not_run {
+                let _ = writeln!(out, "- `{peer}`: {why}");
+            }
         }
         out
     }
@@ -345,8 +358,7 @@ fn row(cell: &Cell, base: Option<&Cell>) -> String {
         cell.peer
     );
     let Some(s) = &cell.summary else {
-        let why = cell.not_run.as_deref().unwrap_or("no result");
-        return format!("{head} not run: {} | | | | | |\n", why.replace('|', "/"));
+        return String::new();
     };
     let b = base.and_then(|c| c.summary.as_ref());
     let ms = |us: f64| us / 1000.0;

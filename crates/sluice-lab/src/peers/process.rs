@@ -71,11 +71,15 @@ impl PeerProcess {
         self.child.id()
     }
 
-    /// The last lines the peer logged, for error messages.
+    /// The last line the peer logged, for error messages.
     pub fn log_tail(&self) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(5).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        text.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(no output)")
+            .trim()
+            .to_owned()
     }
 
     /// SIGTERM to the child (a master process stops its workers), SIGKILL to whatever of it
