@@ -357,49 +357,21 @@ impl Exchange<'_> {
         dechunk: bool,
     ) -> BodyOutcome {
         let cx = self.body_context();
-        match framing {
-            BodyFraming::Empty => {
-                forward_plain(
-                    cx,
-                    upstream,
-                    client,
-                    upstream_buf,
-                    client_head,
-                    Limit::Bytes(0),
-                )
-                .await
-            }
-            BodyFraming::Length(n) => {
-                forward_plain(
-                    cx,
-                    upstream,
-                    client,
-                    upstream_buf,
-                    client_head,
-                    Limit::Bytes(n),
-                )
-                .await
-            }
-            BodyFraming::UntilClose => {
-                forward_plain(
-                    cx,
-                    upstream,
-                    client,
-                    upstream_buf,
-                    client_head,
-                    Limit::UntilClose,
-                )
-                .await
-            }
+        let limit = match framing {
+            BodyFraming::Empty => Limit::Bytes(0),
+            BodyFraming::Length(n) => Limit::Bytes(n),
+            BodyFraming::UntilClose => Limit::UntilClose,
             BodyFraming::Chunked => {
                 let mode = if dechunk {
                     ChunkedMode::PayloadOnly
                 } else {
                     ChunkedMode::Verbatim
                 };
-                forward_chunked(cx, upstream, client, upstream_buf, client_head, mode).await
+                return forward_chunked(cx, upstream, client, upstream_buf, client_head, mode)
+                    .await;
             }
-        }
+        };
+        forward_plain(cx, upstream, client, upstream_buf, client_head, limit).await
     }
 }
 
