@@ -123,9 +123,10 @@ pub fn run_peers(config: &PeersConfig) -> anyhow::Result<PeersReport> {
             for key in keys(config, peer) {
                 let (size, connection, _) = key;
                 println!(
-                    "peers: run {repetition}/{}: {peer}, {}, {connection:?}",
+                    "peers: run {repetition}/{}: {peer}, {}, {}",
                     config.runs,
-                    format_bytes(size)
+                    format_bytes(size),
+                    connection_name(connection)
                 );
                 let load = cell_load(config, &origin, running.as_ref(), peer, size, connection);
                 let report = load::run(&load)?;
@@ -297,7 +298,7 @@ impl PeersReport {
     pub fn markdown(&self) -> String {
         let mut out = String::new();
         let p = &self.provenance;
-        let _ = writeln!(out, "Machine: {}.", p.line());
+        let _ = writeln!(out, "Session: {}.", p.line());
         let _ = writeln!(out, "Command: `{}`\n", p.command);
         let _ = writeln!(
             out,
@@ -339,6 +340,13 @@ impl PeersReport {
     }
 }
 
+fn connection_name(mode: ConnectionMode) -> &'static str {
+    match mode {
+        ConnectionMode::PerRequest => "per-request",
+        ConnectionMode::KeepAlive => "keep-alive",
+    }
+}
+
 fn with_ratio(value: Option<f64>, base: Option<f64>, decimals: usize) -> String {
     match (value, base) {
         (None, _) => "-".to_owned(),
@@ -348,10 +356,7 @@ fn with_ratio(value: Option<f64>, base: Option<f64>, decimals: usize) -> String 
 }
 
 fn row(cell: &Cell, base: Option<&Cell>) -> String {
-    let connection = match cell.connection {
-        ConnectionMode::PerRequest => "per-request",
-        ConnectionMode::KeepAlive => "keep-alive",
-    };
+    let connection = connection_name(cell.connection);
     let head = format!(
         "| {} | {connection} | {} |",
         format_bytes(cell.size),
