@@ -17,8 +17,8 @@ use crate::splice::SpliceEngine;
 use crate::stats::{EngineStats, Mechanism};
 use crate::{Limit, TransferOutcome, TransferRequest, TunnelOutcome};
 
-/// Remainders at least this large go through the sockmap when it is loaded.
-pub const SOCKMAP_THRESHOLD: u64 = u64::MAX;
+/// Remainders at least this large go through the sockmap when it is loaded; `None`: never.
+pub const SOCKMAP_THRESHOLD: Option<u64> = None;
 
 /// Picks copy, splice or sockmap per transfer by the bytes left to move.
 #[derive(Debug, Clone)]

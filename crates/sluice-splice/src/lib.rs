@@ -8,10 +8,16 @@
 //!
 //! Start with [`Engine`], [`Limit`] and [`TransferOutcome`].
 //!
-//! Engines: [`copy`] (user-space read/write, the baseline and the fallback) and [`splice`]
-//! (socket -> pipe -> socket with splice(2), pipes from a per-worker [`PipePool`]). The engine
-//! never parses HTTP: chunked bodies are framed by the caller, which hands it one chunk's data at
-//! a time.
+//! Engines: [`copy`] (user-space read/write, the baseline and the fallback), [`splice`] (socket
+//! -> pipe -> socket with splice(2), pipes from a per-worker [`PipePool`]), [`sockmap`] (an eBPF
+//! SK_SKB verdict program redirects segments between sockets in softirq context; needs root)
+//! and [`auto`] (picks one per transfer by size). [`keep_copy`] adds the papers' KeepCopy to a
+//! spliced transfer: the forwarded bytes also go to a sink, such as the cache. Each worker builds
+//! its engines from one [`WorkerEngines`], so its listeners share one pipe pool and one sockmap.
+//! Every fallback from a kernel mechanism is counted in [`EngineStats`] by reason and logged.
+//!
+//! The engine never parses HTTP: chunked bodies are framed by the caller, which hands it one
+//! chunk's data at a time.
 //!
 //! Every system call beyond plain reads and writes lives in `sys/`, one file per mechanism; the
 //! rest of the crate has no `unsafe`.
@@ -211,7 +217,8 @@ pub struct EngineSettings {
 pub struct WorkerEngines {
     settings: EngineSettings,
     pool: PipePool,
-    sockmap: Result<SockmapEngine, std::sync::Arc<io::Error>>,
+    /// Loaded on first use: most configs never need the program.
+    sockmap: std::cell::OnceCell<Result<SockmapEngine, std::sync::Arc<io::Error>>>,
 }
 
 /// Why an engine asked for by the config cannot run on this machine.
@@ -224,16 +231,18 @@ pub struct SockmapUnavailable {
 }
 
 impl WorkerEngines {
-    /// Sets up the pool (pipes open on first use) and tries to load the sockmap program.
+    /// Sets up the pool; pipes open on first use, the sockmap program on first request.
     pub fn new(settings: EngineSettings) -> Self {
-        let pool = PipePool::new(settings.pipe_size, settings.pipe_pool);
-        let splice = SpliceEngine::new(pool.clone(), CopyEngine::new(settings.copy_buffer));
-        let sockmap = SockmapEngine::load(splice).map_err(std::sync::Arc::new);
         WorkerEngines {
+            pool: PipePool::new(settings.pipe_size, settings.pipe_pool),
             settings,
-            pool,
-            sockmap,
+            sockmap: std::cell::OnceCell::new(),
         }
+    }
+
+    fn loaded_sockmap(&self) -> &Result<SockmapEngine, std::sync::Arc<io::Error>> {
+        self.sockmap
+            .get_or_init(|| SockmapEngine::load(self.splice_engine()).map_err(std::sync::Arc::new))
     }
 
     fn copy_engine(&self) -> CopyEngine {
@@ -254,20 +263,25 @@ impl WorkerEngines {
         Engine::Splice(self.splice_engine())
     }
 
-    /// The size-based policy; it uses the sockmap only when it loaded.
+    /// The size-based policy. It loads the sockmap only if its threshold says it may ever be
+    /// picked, and leaves it out when it cannot load.
     pub fn auto(&self) -> Engine {
+        let sockmap = match auto::SOCKMAP_THRESHOLD {
+            Some(_) => self.loaded_sockmap().as_ref().ok().cloned(),
+            None => None,
+        };
         Engine::Auto(AutoEngine::new(
             self.copy_engine(),
             self.splice_engine(),
-            self.sockmap.as_ref().ok().cloned(),
+            sockmap,
             self.settings.splice_threshold,
-            auto::SOCKMAP_THRESHOLD,
+            auto::SOCKMAP_THRESHOLD.unwrap_or(u64::MAX),
         ))
     }
 
-    /// The sockmap engine, if its program loaded.
+    /// The sockmap engine, if its program loads (root, BPF sockmap in the kernel).
     pub fn sockmap(&self) -> Result<Engine, SockmapUnavailable> {
-        match &self.sockmap {
+        match self.loaded_sockmap() {
             Ok(engine) => Ok(Engine::Sockmap(engine.clone())),
             Err(source) => Err(SockmapUnavailable {
                 source: source.clone(),

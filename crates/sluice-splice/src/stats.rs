@@ -55,12 +55,16 @@ pub enum FallbackReason {
     /// Inserting a socket into the sockmap failed (EOPNOTSUPP once the peer closed): splice
     /// instead.
     SockmapInsert,
-    /// A sockmap transfer reached its size cap (2^31 bytes stall): the rest went by splice.
+    /// A body over the sockmap's cap (a connection stalls near 2^31 bytes) or of unknown size:
+    /// spliced instead.
     SockmapCap,
+    /// Bytes past a body's end arrived in its last segment and could not be handed back: the
+    /// source connection was closed so it is not reused out of sync.
+    SockmapOverread,
 }
 
 impl FallbackReason {
-    const ALL: [FallbackReason; 7] = [
+    const ALL: [FallbackReason; 8] = [
         FallbackReason::NoPipe,
         FallbackReason::PipeCreate,
         FallbackReason::PipeSize,
@@ -68,6 +72,7 @@ impl FallbackReason {
         FallbackReason::SockmapUnavailable,
         FallbackReason::SockmapInsert,
         FallbackReason::SockmapCap,
+        FallbackReason::SockmapOverread,
     ];
 
     /// A short name for logs and counters.
@@ -80,6 +85,7 @@ impl FallbackReason {
             FallbackReason::SockmapUnavailable => "sockmap-unavailable",
             FallbackReason::SockmapInsert => "sockmap-insert",
             FallbackReason::SockmapCap => "sockmap-cap",
+            FallbackReason::SockmapOverread => "sockmap-overread",
         }
     }
 
@@ -105,7 +111,7 @@ struct FallbackCounter {
 pub struct EngineStats {
     transfers: [Cell<u64>; 3],
     bytes: [Cell<u64>; 3],
-    fallbacks: [FallbackCounter; 7],
+    fallbacks: [FallbackCounter; 8],
 }
 
 impl EngineStats {

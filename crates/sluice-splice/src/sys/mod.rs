@@ -6,4 +6,5 @@
 //! - [`sockmap`]: the eBPF program, its maps and the socket ioctls it needs; the only file with
 //!   `unsafe`, each block with its `// SAFETY:` line.
 
+pub(crate) mod sockmap;
 pub(crate) mod splice;

@@ -1,0 +1,130 @@
+use std::io::Write;
+use std::time::Duration;
+
+use super::*;
+use crate::copy::CopyEngine;
+use crate::pipe::PipePool;
+use crate::test_sockets::{body, pair, receive_on, run, send_from};
+
+/// The engine, or `None` (and a line saying so) where BPF is not allowed.
+fn engine() -> Option<SockmapEngine> {
+    let splice = SpliceEngine::new(PipePool::new(64 * 1024, 4), CopyEngine::new(16 * 1024));
+    match SockmapEngine::load(splice) {
+        Ok(engine) => Some(engine),
+        Err(error) => {
+            eprintln!("skipped: needs root and BPF sockmap ({error})");
+            None
+        }
+    }
+}
+
+fn request(limit: Limit) -> TransferRequest<'static> {
+    TransferRequest {
+        prefix: b"HEAD",
+        limit,
+        idle_timeout: Duration::from_secs(10),
+    }
+}
+
+#[test]
+fn redirects_exact_bodies_while_they_arrive() {
+    let Some(engine) = engine() else { return };
+    run(|| async move {
+        let stats = EngineStats::default();
+        for len in [1usize, 4096, 65536, 4 << 20] {
+            let (src, mut src_far) = pair().await;
+            let (dst, dst_far) = pair().await;
+            // Half now (drained and copied), half once the socket is in the map.
+            let sent = body(len);
+            let (first, second) = sent.split_at(len / 2);
+            src_far.write_all(first).unwrap();
+            let second = second.to_vec();
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                src_far.write_all(&second).unwrap();
+                src_far
+            });
+            let receiver = receive_on(dst_far, len + 4);
+            let outcome = engine
+                .transfer(&src, &dst, request(Limit::Bytes(len as u64)), &stats)
+                .await;
+            drop(dst);
+            let _far = sender.join().unwrap();
+            assert_eq!(
+                outcome.ending,
+                Ending::Done,
+                "len {len}: {:?}",
+                outcome.error
+            );
+            assert_eq!(outcome.forwarded, len as u64);
+            let got = receiver.join().unwrap();
+            assert_eq!(&got[..4], b"HEAD");
+            assert!(got[4..] == body(len)[..], "len {len}: bytes differ");
+        }
+        assert!(
+            stats.transfers_by(Mechanism::Sockmap) >= 2,
+            "{}",
+            stats.summary()
+        );
+        assert_eq!(
+            engine.shared.free_slots.borrow().len(),
+            SOCKMAP_SLOTS as usize
+        );
+    });
+}
+
+#[test]
+fn a_segment_crossing_the_body_end_is_finished_in_user_space() {
+    let Some(engine) = engine() else { return };
+    run(|| async move {
+        let stats = EngineStats::default();
+        let len = 200_000;
+        let (src, mut src_far) = pair().await;
+        let (dst, dst_far) = pair().await;
+        let receiver = receive_on(dst_far, len + 4);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let mut sent = body(len);
+            sent.extend_from_slice(b"NEXT");
+            src_far.write_all(&sent).unwrap();
+            src_far
+        });
+        let outcome = engine
+            .transfer(&src, &dst, request(Limit::Bytes(len as u64)), &stats)
+            .await;
+        drop(dst);
+        let _far = sender.join().unwrap();
+        assert_eq!(outcome.ending, Ending::Done, "{:?}", outcome.error);
+        let got = receiver.join().unwrap();
+        assert!(got[4..] == body(len)[..], "bytes differ");
+        assert_eq!(
+            stats.fallbacks(FallbackReason::SockmapOverread),
+            1,
+            "{}",
+            stats.summary()
+        );
+    });
+}
+
+#[test]
+fn early_close_is_reported_not_hidden() {
+    let Some(engine) = engine() else { return };
+    run(|| async move {
+        let stats = EngineStats::default();
+        let (src, src_far) = pair().await;
+        let (dst, dst_far) = pair().await;
+        let receiver = receive_on(dst_far, usize::MAX);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            send_from(src_far, body(100_000), true).join().unwrap()
+        });
+        let outcome = engine
+            .transfer(&src, &dst, request(Limit::Bytes(1 << 20)), &stats)
+            .await;
+        drop(dst);
+        drop(sender.join().unwrap());
+        assert_eq!(outcome.ending, Ending::SourceClosedEarly);
+        assert_eq!(outcome.forwarded, 100_000);
+        assert_eq!(receiver.join().unwrap().len(), 100_004);
+    });
+}
