@@ -11,6 +11,10 @@
 //! and [`cpu::CpuSampler`] (whole machine and per-process CPU). [`body`] defines the bodies both
 //! sides agree on without storing them; [`ssl`] the handshake emulation of the WWW 2002 paper.
 //!
+//! Errors are `anyhow` throughout: this library is the binary's body, split out so tests can
+//! drive it, and its errors are reported to a person, never matched. The one error callers do
+//! match, how an exchange failed, is an enum ([`load::client::Failure`]).
+//!
 //! It does not emulate a WAN yet (delays and losses in network namespaces come later), and it
 //! only ever targets loopback: every address passes [`target::test_bed_address`]. Every load run
 //! is bounded by a duration and a request cap.

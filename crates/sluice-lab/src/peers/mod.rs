@@ -79,6 +79,8 @@ pub struct Cell {
 pub struct PeersReport {
     /// Machine, date, command.
     pub provenance: Provenance,
+    /// Each peer program's own version line (`haproxy -v`, `nginx -v`, ...).
+    pub versions: BTreeMap<String, String>,
     /// Every row.
     pub cells: Vec<Cell>,
 }
@@ -157,10 +159,43 @@ pub fn run_peers(config: &PeersConfig) -> anyhow::Result<PeersReport> {
         }
     }
     fill_overheads(&mut cells);
+    let versions = programs
+        .iter()
+        .filter_map(|(peer, program)| {
+            let program = program.as_ref().ok()?;
+            Some((
+                peer.program_name().to_owned(),
+                version_line(program, *peer)?,
+            ))
+        })
+        .collect();
     Ok(PeersReport {
         provenance: Provenance::collect(),
+        versions,
         cells,
     })
+}
+
+/// The first line a program prints about its version, from stdout or stderr.
+fn version_line(program: &Path, peer: Peer) -> Option<String> {
+    let flag = match peer {
+        Peer::Direct => return None,
+        Peer::Sluice(_) => "--version",
+        _ => "-v",
+    };
+    let out = std::process::Command::new(program)
+        .arg(flag)
+        .output()
+        .ok()?;
+    let text = if out.stdout.is_empty() {
+        &out.stderr
+    } else {
+        &out.stdout
+    };
+    String::from_utf8_lossy(text)
+        .lines()
+        .next()
+        .map(|l| l.trim().to_owned())
 }
 
 fn keys(config: &PeersConfig, peer: Peer) -> Vec<Key> {
@@ -300,6 +335,10 @@ impl PeersReport {
         let p = &self.provenance;
         let _ = writeln!(out, "Session: {}.", p.line());
         let _ = writeln!(out, "Command: `{}`\n", p.command);
+        if !self.versions.is_empty() {
+            let versions: Vec<&str> = self.versions.values().map(String::as_str).collect();
+            let _ = writeln!(out, "Peers: {}.\n", versions.join("; "));
+        }
         let _ = writeln!(
             out,
             "Ratios (×) are to `{BASELINE}` in the same session, per cell. Overhead: machine \
