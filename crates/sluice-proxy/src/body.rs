@@ -76,6 +76,9 @@ pub(crate) async fn forward_plain(
         idle_timeout: cx.idle_timeout,
     };
     let outcome = cx.engine.transfer(src, dst, request, cx.stats).await;
+    // Bytes the engine read past the body (sockmap only) come next on `src`; carry held only
+    // body bytes here, so they go at its end.
+    carry.extend_from_slice(&outcome.overread);
     let written = outcome.forwarded
         + if outcome.ending == Ending::Done || outcome.forwarded > 0 {
             prefix.len() as u64
@@ -155,7 +158,8 @@ impl ChunkedForward {
                         if available == 0 {
                             // Nothing of this chunk read yet: the engine moves it whole, with
                             // the pending framing as its prefix.
-                            self.engine_data(cx, src, dst, remaining).await?;
+                            self.engine_data(cx, src, dst, remaining, &mut input)
+                                .await?;
                             decoder.consume_data(remaining);
                             continue;
                         }
@@ -185,6 +189,7 @@ impl ChunkedForward {
         src: &TcpStream,
         dst: &TcpStream,
         remaining: u64,
+        input: &mut Vec<u8>,
     ) -> Result<(), BodyFailure> {
         let request = TransferRequest {
             prefix: &self.out,
@@ -192,6 +197,8 @@ impl ChunkedForward {
             idle_timeout: cx.idle_timeout,
         };
         let outcome = cx.engine.transfer(src, dst, request, cx.stats).await;
+        // Bytes the engine read past the chunk data (sockmap only): the framing that follows.
+        input.extend_from_slice(&outcome.overread);
         self.written += outcome.forwarded;
         if outcome.ending == Ending::Done || outcome.forwarded > 0 {
             self.written += self.out.len() as u64;

@@ -40,6 +40,7 @@ impl CopyEngine {
             forwarded,
             ending,
             error,
+            overread: Vec::new(),
         };
         loop {
             let want = match request.limit {

@@ -102,6 +102,11 @@ pub struct TransferOutcome {
     pub ending: Ending,
     /// The system error behind a `SourceError` or `DestinationAborted`.
     pub error: Option<io::Error>,
+    /// Bytes read from the source past the limit: the start of whatever follows the body on
+    /// that connection (the next chunk's framing, a pipelined request). Only the sockmap engine
+    /// produces them, when one segment crosses the body end; the caller must treat them as read
+    /// from the source before reading it again.
+    pub overread: Vec<u8>,
 }
 
 /// The result of a bidirectional tunnel.

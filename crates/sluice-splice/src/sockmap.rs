@@ -19,12 +19,15 @@
 //! 6. Transfers over [`SOCKMAP_CAP`] (one connection stalled after about 2^31 bytes in
 //!    verdict-only mode) and close-delimited ones (unknown size) go by splice.
 //!
-//! What it cannot do: give back bytes that arrived past the body end in the same segment (the
-//! engine interface has no way to return them). They are detected, the source is shut down so
-//! the connection is not reused, and a `sockmap-overread` fallback is counted. A residual race
-//! remains: bytes the source sends between that check and its removal from the map would be
-//! dropped with the map's per-socket queue. For responses (the upstream sends nothing before
-//! the next request) neither happens; for pipelined request bodies prefer splice.
+//! 7. Segments past the body end were passed up into the map's per-socket queue, which the
+//!    kernel discards when the socket leaves the map: they are read first and returned as
+//!    [`TransferOutcome::overread`]. Bytes arriving between that read and the removal are lost
+//!    with the queue; the counters of TCP_INFO show it (received in order minus still queued
+//!    must equal what the program and we consumed), and the transfer then fails with the
+//!    source shut down and a `sockmap-overread` fallback counted, never silently. For
+//!    responses (an upstream sends nothing before the next request) this cannot happen; for
+//!    chunked bodies, whose next chunk follows at once, it can, which is one reason `auto` does
+//!    not pick the sockmap.
 
 use std::cell::RefCell;
 use std::io::{self, Read};
@@ -39,7 +42,7 @@ use sluice_rt::{sleep, timeout};
 use crate::splice::SpliceEngine;
 use crate::stats::{EngineStats, FallbackReason, Mechanism};
 use crate::sys::sockmap::{
-    bytes_acked, kick, receive_queue, send_queue, socket_cookie, FlowState, Program,
+    bytes_acked, bytes_received, kick, receive_queue, send_queue, socket_cookie, FlowState, Program,
 };
 use crate::{Ending, Limit, TransferOutcome, TransferRequest, TunnelOutcome};
 
@@ -126,7 +129,23 @@ impl SockmapEngine {
                 return outcome;
             }
         };
-        let mut outcome = flow.watch(src, dst, idle, stats).await;
+        let mut flow = flow;
+        let mut outcome = flow.watch(src, dst, idle).await;
+        let consumed_before = flow.consumed_before;
+        // Out of the maps before counting: from here on the socket is plain TCP again.
+        drop(flow);
+        if outcome.ending == Ending::Done {
+            let expected = total - copied + outcome.overread.len() as u64;
+            if let Err(error) = check_nothing_lost(src, consumed_before, expected) {
+                let _ = src.shutdown(std::net::Shutdown::Both);
+                stats.record_fallback(
+                    FallbackReason::SockmapOverread,
+                    &format_args!("{error}; source closed"),
+                );
+                outcome.ending = Ending::SourceError;
+                outcome.error = Some(error);
+            }
+        }
         outcome.forwarded += copied;
         stats.record(
             Mechanism::Sockmap,
@@ -168,6 +187,7 @@ impl SockmapEngine {
             inserted: Inserted::Nothing,
             bytes,
             base: 0,
+            consumed_before: 0,
         };
         flow.cookie = cookie.map_err(insert_failed)?;
         let program = &self.shared.program;
@@ -181,6 +201,7 @@ impl SockmapEngine {
         flow.inserted = Inserted::Destination;
         // Everything written so far (prefix, drained bytes) is in this base.
         flow.base = destination_taken(dst).map_err(insert_failed)?;
+        flow.consumed_before = consumed(src).map_err(insert_failed)?;
         program
             .insert_source(slot, src.as_fd())
             .map_err(insert_failed)?;
@@ -209,18 +230,14 @@ struct Flow {
     bytes: u64,
     /// bytes_acked + SIOCOUTQ of the destination before the source entered the map.
     base: u64,
+    /// Bytes of the source's stream consumed (read) before it entered the map.
+    consumed_before: u64,
 }
 
 impl Flow {
     /// Steps 4 and 5: waits until the destination took every byte, finishing a straddling
     /// tail.
-    async fn watch(
-        &self,
-        src: &TcpStream,
-        dst: &TcpStream,
-        idle: Duration,
-        stats: &EngineStats,
-    ) -> TransferOutcome {
+    async fn watch(&mut self, src: &TcpStream, dst: &TcpStream, idle: Duration) -> TransferOutcome {
         let program = &self.shared.program;
         let mut tail_done = 0u64;
         let mut progress = (Instant::now(), 0u64);
@@ -237,8 +254,9 @@ impl Flow {
             // The destination's queue holds the redirected bytes, then our tail bytes.
             let forwarded = taken.min(self.bytes);
             if forwarded == self.bytes {
-                self.check_overread(src, stats);
-                return done(self.bytes);
+                let mut outcome = done(self.bytes);
+                outcome.overread = take_passed(src);
+                return outcome;
             }
             if let Some(error) = dst.std().take_error().ok().flatten() {
                 return failed(forwarded, Ending::DestinationAborted, error);
@@ -273,20 +291,6 @@ impl Flow {
             sleep(CHECK_PERIOD).await;
         }
     }
-
-    /// Bytes past the body end that the program passed up cannot be handed back through the
-    /// engine interface: shut the source down so the connection is not reused out of sync.
-    fn check_overread(&self, src: &TcpStream, stats: &EngineStats) {
-        if let Ok(Some(bytes)) = read_now(src, 1) {
-            if !bytes.is_empty() {
-                let _ = src.shutdown(std::net::Shutdown::Both);
-                stats.record_fallback(
-                    FallbackReason::SockmapOverread,
-                    &"bytes arrived past the body end in its last segment; closing the source",
-                );
-            }
-        }
-    }
 }
 
 impl Drop for Flow {
@@ -309,6 +313,46 @@ impl Drop for Flow {
 /// Bytes the destination socket has taken into its send path so far.
 fn destination_taken(dst: &TcpStream) -> io::Result<u64> {
     Ok(bytes_acked(dst.as_fd())? + send_queue(dst.as_fd())?)
+}
+
+/// Everything the program passed up past the body end, read before the socket leaves the map
+/// (the kernel discards the map's per-socket queue then).
+fn take_passed(src: &TcpStream) -> Vec<u8> {
+    let mut passed = Vec::new();
+    while let Ok(Some(bytes)) = read_now(src, 64 * 1024) {
+        if bytes.is_empty() {
+            break;
+        }
+        passed.extend_from_slice(&bytes);
+    }
+    passed
+}
+
+/// Bytes of the source's stream consumed so far: received in order minus still queued. The
+/// queue is read on both sides of the counter, and again until it holds still, so that a
+/// segment arriving in between cannot skew the difference.
+fn consumed(src: &TcpStream) -> io::Result<u64> {
+    loop {
+        let queued = receive_queue(src.as_fd())?;
+        let received = bytes_received(src.as_fd())?;
+        if receive_queue(src.as_fd())? == queued {
+            return Ok(received.saturating_sub(queued));
+        }
+    }
+}
+
+/// After the source left the map: the program and our reads together must account for every
+/// byte it consumed. A segment that arrived between our last read of the map's queue and the
+/// removal was discarded with that queue; the stream is then out of sync and must not be used.
+fn check_nothing_lost(src: &TcpStream, consumed_before: u64, expected: u64) -> io::Result<()> {
+    let processed = consumed(src)?.saturating_sub(consumed_before);
+    if processed > expected {
+        return Err(io::Error::other(format!(
+            "{} bytes past the body end were lost leaving the sockmap",
+            processed - expected
+        )));
+    }
+    Ok(())
 }
 
 /// Reads up to `want` bytes without waiting: `None` when nothing is there, an empty vector at
@@ -379,11 +423,7 @@ async fn write_all(dst: &TcpStream, bytes: &[u8], idle: Duration) -> io::Result<
 }
 
 fn done(forwarded: u64) -> TransferOutcome {
-    TransferOutcome {
-        forwarded,
-        ending: Ending::Done,
-        error: None,
-    }
+    failed_clean(forwarded, Ending::Done)
 }
 
 fn failed(forwarded: u64, ending: Ending, error: io::Error) -> TransferOutcome {
@@ -391,6 +431,7 @@ fn failed(forwarded: u64, ending: Ending, error: io::Error) -> TransferOutcome {
         forwarded,
         ending,
         error: Some(error),
+        overread: Vec::new(),
     }
 }
 
@@ -399,6 +440,7 @@ fn failed_clean(forwarded: u64, ending: Ending) -> TransferOutcome {
         forwarded,
         ending,
         error: None,
+        overread: Vec::new(),
     }
 }
 

@@ -337,6 +337,7 @@ impl Flow {
                 forwarded: 0,
                 ending: Ending::DestinationAborted,
                 error: Some(error),
+                overread: Vec::new(),
             }),
         }
     }
@@ -368,6 +369,7 @@ impl Flow {
             forwarded: self.forwarded,
             ending,
             error,
+            overread: Vec::new(),
         }
     }
 

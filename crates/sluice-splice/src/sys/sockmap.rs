@@ -425,6 +425,14 @@ pub(crate) fn bytes_acked(socket: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(info.tcpi_bytes_acked)
 }
 
+/// Bytes received in order on this socket since it connected (TCP_INFO tcpi_bytes_received).
+pub(crate) fn bytes_received(socket: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: tcp_info is plain integers; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    getsockopt(socket, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)?;
+    Ok(info.tcpi_bytes_received)
+}
+
 /// Bytes in the socket's send queue, sent or not, not yet acknowledged (SIOCOUTQ, tcp(7)).
 pub(crate) fn send_queue(socket: BorrowedFd<'_>) -> io::Result<u64> {
     let mut queued: libc::c_int = 0;
