@@ -4,8 +4,8 @@
 //!
 //! One transfer, in order (each step handles an edge our tests found):
 //! 1. The prefix is written, then the bytes already queued on the source (up to the limit) are
-//!    copied: the program would forward a partly read segment again whole, so no segment may
-//!    be partly read at insertion.
+//!    copied until the queue is seen empty: the program would forward a partly read segment
+//!    again whole, so no segment may be partly read at insertion.
 //! 2. The flow (destination slot, bytes to redirect) goes into the `flows` map, the
 //!    destination and then the source into their sockmaps. Inserting fails with EOPNOTSUPP
 //!    once the peer has closed: the rest then goes by splice (counted).
@@ -107,8 +107,8 @@ impl SockmapEngine {
             return outcome;
         }
         // Step 1: drain what is queued (up to the limit) through user space.
-        let copied = match drain_queued(src, dst, total, idle).await {
-            Ok(n) => n,
+        let (copied, emptied) = match drain_queued(src, dst, total, idle).await {
+            Ok(drained) => drained,
             Err(outcome) => return outcome,
         };
         let rest = TransferRequest {
@@ -120,7 +120,17 @@ impl SockmapEngine {
             stats.record(Mechanism::Copy, total + request.prefix.len() as u64);
             return done(total);
         }
-        let flow = match self.start_flow(src, dst, total - copied) {
+        let started = if emptied {
+            self.start_flow(src, dst, total - copied)
+        } else {
+            Err((
+                FallbackReason::SockmapInsert,
+                io::Error::other(format!(
+                    "the source's receive queue never emptied in {DRAIN_ROUNDS} reads"
+                )),
+            ))
+        };
+        let flow = match started {
             Ok(flow) => flow,
             Err((reason, error)) => {
                 stats.record_fallback(reason, &format_args!("{error}; splicing the rest"));
@@ -375,32 +385,46 @@ fn at_eof(src: &TcpStream) -> bool {
     matches!(src.std().peek(&mut [0u8; 1]), Ok(0))
 }
 
-/// Step 1: copies the bytes queued on `src` now, at most `limit`; returns how many.
+/// How many times the drain reads the receive queue before giving up on an empty one.
+const DRAIN_ROUNDS: u32 = 16;
+
+/// Step 1: copies the bytes queued on `src` until the queue is seen empty, at most `limit`;
+/// returns how many, and whether the queue was seen empty (else the sockmap must not be used).
 ///
-/// FIONREAD counts whole segments received in order, so reading exactly that many bytes leaves
-/// no segment partly read, while segments arriving meanwhile stay untouched for the program.
-/// (Looping until the queue is empty would copy a fast source's whole body.)
+/// Why empty, not merely "read what was queued": the kernel may coalesce a segment arriving
+/// during our read into the last queued one (tcp_try_coalesce), leaving it partly read, and
+/// the program would forward it again whole. An empty queue has no last segment to grow.
 async fn drain_queued(
     src: &TcpStream,
     dst: &TcpStream,
     limit: u64,
     idle: Duration,
-) -> Result<u64, TransferOutcome> {
-    let queued = receive_queue(src.as_fd()).unwrap_or(0);
-    let take = queued.min(limit);
+) -> Result<(u64, bool), TransferOutcome> {
     let mut copied = 0u64;
-    while copied < take {
-        let bytes = match read_now(src, take - copied) {
-            Ok(Some(bytes)) if !bytes.is_empty() => bytes,
-            Ok(_) => break,
-            Err(error) => return Err(failed(copied, Ending::SourceError, error)),
-        };
-        if let Err(error) = write_all(dst, &bytes, idle).await {
-            return Err(failed(copied, Ending::DestinationAborted, error));
+    for _ in 0..DRAIN_ROUNDS {
+        let queued = receive_queue(src.as_fd()).unwrap_or(u64::MAX);
+        if queued == 0 {
+            return Ok((copied, true));
         }
-        copied += bytes.len() as u64;
+        let take = queued.min(limit - copied);
+        let mut round = 0u64;
+        while round < take {
+            let bytes = match read_now(src, take - round) {
+                Ok(Some(bytes)) if !bytes.is_empty() => bytes,
+                Ok(_) => break,
+                Err(error) => return Err(failed(copied, Ending::SourceError, error)),
+            };
+            if let Err(error) = write_all(dst, &bytes, idle).await {
+                return Err(failed(copied, Ending::DestinationAborted, error));
+            }
+            round += bytes.len() as u64;
+            copied += bytes.len() as u64;
+        }
+        if copied == limit {
+            return Ok((copied, true));
+        }
     }
-    Ok(copied)
+    Ok((copied, false))
 }
 
 async fn write_prefix(

@@ -17,6 +17,17 @@ const SIZES: [usize; 8] = [0, 1, 4095, 4096, 65535, 65536, 1 << 20, 50 << 20];
 
 const BIG: usize = 50 << 20;
 
+/// `body_of(len)`, with the 50 MiB one built once per test binary (building it takes a good
+/// part of a second in a debug build, and every engine needs it several times).
+fn body(len: usize) -> std::borrow::Cow<'static, [u8]> {
+    static BIG_BODY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    if len == BIG {
+        std::borrow::Cow::Borrowed(BIG_BODY.get_or_init(|| body_of(BIG)))
+    } else {
+        std::borrow::Cow::Owned(body_of(len))
+    }
+}
+
 fn proxy(engine: &str, connect_port: u16) -> Proxy {
     let config = format!(
         "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"forward\"\n\
@@ -55,7 +66,7 @@ fn sized_origin() -> Origin {
         let mut parts = path.trim_start_matches('/').split('/');
         let framing = parts.next().unwrap_or("");
         let len: usize = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        let body = body_of(len);
+        let body = body(len);
         match framing {
             "chunked" => Reply::chunked(&body, 100_000),
             "close" => Reply::close_delimited(&body),
@@ -75,6 +86,20 @@ fn assert_no_fallback(proxy: &Proxy, allowed: &[&str]) {
     }
 }
 
+/// Asserts `got == want`, saying where they first differ rather than dumping megabytes.
+#[track_caller]
+fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let at = got.iter().zip(want).position(|(a, b)| a != b);
+    panic!(
+        "{what}: {} bytes, want {}; first difference at {at:?}",
+        got.len(),
+        want.len()
+    );
+}
+
 fn get(path_url: &str) -> Vec<u8> {
     format!("GET {path_url} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
 }
@@ -91,9 +116,10 @@ fn content_length_bodies(engine: &str) {
         client.send(&get(&origin.url(&format!("/length/{len}"))));
         let response = client.read_response(&Method::Get);
         assert_eq!(response.status(), 200, "{engine} {len}");
-        assert!(
-            response.body == body_of(len),
-            "{engine}: {len}-byte body differs"
+        assert_bytes(
+            &response.body,
+            &body(len),
+            &format!("{engine}: {len}-byte body"),
         );
     }
     assert_eq!(
@@ -115,9 +141,10 @@ fn chunked_bodies(engine: &str) {
             response.header("Transfer-Encoding").as_deref(),
             Some("chunked")
         );
-        assert!(
-            response.body == body_of(len),
-            "{engine}: chunked {len} differs"
+        assert_bytes(
+            &response.body,
+            &body(len),
+            &format!("{engine}: chunked {len}"),
         );
     }
     if big_for(engine, "chunked") {
@@ -125,7 +152,7 @@ fn chunked_bodies(engine: &str) {
         if curl_available() {
             let (code, out, err) = curl(&["-x", &proxy.url(), &origin.url("/chunked/52428800")]);
             assert_eq!(code, 0, "{engine}: curl failed: {err}");
-            assert!(out == body_of(BIG), "{engine}: 50 MiB chunked body differs");
+            assert!(out == *body(BIG), "{engine}: 50 MiB chunked body differs");
         } else {
             eprintln!("skipped: 50 MiB chunked needs curl");
         }
@@ -144,9 +171,10 @@ fn close_delimited_bodies(engine: &str) {
         client.send(&get(&origin.url(&format!("/close/{len}"))));
         let response = client.read_response(&Method::Get);
         assert_eq!(response.status(), 200);
-        assert!(
-            response.body == body_of(len),
-            "{engine}: close-delimited {len} differs"
+        assert_bytes(
+            &response.body,
+            &body(len),
+            &format!("{engine}: close-delimited {len}"),
         );
     }
     // A close-delimited body has no known size: the sockmap hands it to splice, and says so.
@@ -210,7 +238,7 @@ fn connect_tunnel_both_ways(engine: &str) {
 }
 
 fn client_abort_closes_the_upstream(engine: &str) {
-    let origin = Origin::start(|_| Reply::ok(&body_of(BIG)));
+    let origin = Origin::start(|_| Reply::ok(&body(BIG)));
     let proxy = proxy(engine, 443);
     {
         // Read a little of the body, then hang up with the rest unread (a reset).
@@ -226,9 +254,10 @@ fn client_abort_closes_the_upstream(engine: &str) {
     assert_eq!(client.read_response(&Method::Get).body, b"small");
     client.send(&get(&origin.url("/again")));
     let again = client.read_response(&Method::Get);
-    assert!(
-        again.body == body_of(BIG),
-        "{engine}: second big body differs"
+    assert_bytes(
+        &again.body,
+        &body(BIG),
+        &format!("{engine}: second big body"),
     );
     let requests = origin.requests();
     assert_eq!(requests.len(), 2);
