@@ -234,6 +234,7 @@ pub fn run(config: &LoadConfig) -> anyhow::Result<RunReport> {
     let progress = config.progress && std::io::stderr().is_terminal();
     let mut cpu_start = None;
     let mut next_progress = Instant::now() + Duration::from_secs(1);
+    let mut last_completed = 0;
     let ended_early = loop {
         let now = Instant::now();
         if cpu_start.is_none() && now >= control.measure_start {
@@ -246,7 +247,7 @@ pub fn run(config: &LoadConfig) -> anyhow::Result<RunReport> {
             break false;
         }
         if progress && now >= next_progress {
-            print_progress(&control, now);
+            last_completed = print_progress(&control, now, last_completed);
             next_progress += Duration::from_secs(1);
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -277,17 +278,14 @@ pub fn run(config: &LoadConfig) -> anyhow::Result<RunReport> {
     ))
 }
 
-fn print_progress(control: &Control, now: Instant) {
+/// One progress line: time since start, completions so far, their rate over the last second,
+/// failures; returns the completion count for the next call.
+fn print_progress(control: &Control, now: Instant, last_completed: u64) -> u64 {
     let elapsed = now
-        .saturating_duration_since(control.measure_start)
+        .saturating_duration_since(control.started_at)
         .as_secs_f64();
     let completed = control.completed.load(Ordering::Relaxed);
     let failed = control.failed.load(Ordering::Relaxed);
-    let rate = if elapsed > 0.0 {
-        completed as f64 / elapsed
-    } else {
-        0.0
-    };
     let phase = if now < control.measure_start {
         " (warm-up)"
     } else {
@@ -296,9 +294,11 @@ fn print_progress(control: &Control, now: Instant) {
     let mut err = std::io::stderr();
     let _ = write!(
         err,
-        "\r[{elapsed:5.1}s] {completed} ok  {rate:.0} req/s  {failed} errors{phase}    "
+        "\r[{elapsed:5.1}s] {completed} ok  {} req/s  {failed} errors{phase}    ",
+        completed - last_completed
     );
     let _ = err.flush();
+    completed
 }
 
 fn run_thread(

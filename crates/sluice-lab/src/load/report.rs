@@ -54,8 +54,10 @@ pub struct RunReport {
     pub error_total: u64,
     /// Of those, still running after the grace period at the end.
     pub unfinished: u64,
-    /// Completed before the deadline, divided by the window.
+    /// Requests completed inside the window (warm-up ones included), divided by the window.
     pub req_per_s: f64,
+    /// The numerator of `req_per_s`, and the denominator of `cpu_per_request`.
+    pub completed_in_window: u64,
     /// Body bytes of completed requests.
     pub body_bytes: u64,
     /// Body bytes per second over the window, in MB (10^6 bytes).
@@ -114,6 +116,7 @@ impl RunReport {
             errors: stats.errors.clone(),
             unfinished: stats.in_flight,
             req_per_s: per_s(stats.completed_in_window as f64),
+            completed_in_window: stats.completed_in_window,
             body_bytes: stats.body_bytes,
             body_mb_per_s: per_s(stats.body_bytes as f64) / 1e6,
             latency,

@@ -23,6 +23,8 @@ const HISTOGRAM_MAX_US: u64 = 3_600_000_000;
 /// The run's shared state: the schedule, the request cap, the stop flag, live counters.
 #[derive(Debug)]
 pub struct Control {
+    /// When the run started (warm-up included).
+    pub started_at: Instant,
     /// Requests started from here on are measured (end of warm-up).
     pub measure_start: Instant,
     /// No request starts after this.
@@ -32,9 +34,9 @@ pub struct Control {
     cap: u64,
     /// Client loops and open-loop request tasks still running.
     pub live: AtomicUsize,
-    /// Measured requests completed, for the progress line.
+    /// Requests completed, warm-up included, for the progress line.
     pub completed: AtomicU64,
-    /// Measured requests failed, for the progress line.
+    /// Requests failed, warm-up included, for the progress line.
     pub failed: AtomicU64,
 }
 
@@ -43,6 +45,7 @@ impl Control {
     pub fn new(warmup: Duration, duration: Duration, cap: u64) -> Control {
         let now = Instant::now();
         Control {
+            started_at: now,
             measure_start: now + warmup,
             deadline: now + warmup + duration,
             stop: AtomicBool::new(false),
@@ -105,7 +108,8 @@ pub struct ThreadStats {
     pub issued: u64,
     /// Of those, completed with a correct response.
     pub completed: u64,
-    /// Of those, completed before the deadline (the rate's numerator).
+    /// Requests completed inside the measured window, warm-up ones included (the rate's
+    /// numerator and the CPU figures' denominator).
     pub completed_in_window: u64,
     /// Measured requests still running; after the grace period, the unfinished ones.
     pub in_flight: u64,
@@ -216,12 +220,24 @@ impl ThreadContext {
         }
     }
 
-    /// Records how a request ended; unmeasured (warm-up) requests are not recorded.
+    /// Records how a request ended. A warm-up request only counts towards the rate, when it
+    /// completes inside the window: with long think times many do, and leaving them out would
+    /// understate the steady-state rate.
     pub fn finish(&self, done: Finished<'_>) {
+        let now = Instant::now();
+        let progress = if done.result.is_ok() {
+            &self.control.completed
+        } else {
+            &self.control.failed
+        };
+        progress.fetch_add(1, Ordering::Relaxed);
         if !done.measured {
+            let in_window = now >= self.control.measure_start && now <= self.control.deadline;
+            if in_window && done.result.is_ok() {
+                self.stats.borrow_mut().completed_in_window += 1;
+            }
             return;
         }
-        let now = Instant::now();
         let mut stats = self.stats.borrow_mut();
         stats.in_flight -= 1;
         stats.last_completion = Some(now);
@@ -243,11 +259,9 @@ impl ThreadContext {
                     _ => {}
                 }
                 stats.revisits += u64::from(done.revisit);
-                self.control.completed.fetch_add(1, Ordering::Relaxed);
             }
             Err(failure) => {
                 *stats.errors.entry(failure.key()).or_default() += 1;
-                self.control.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
