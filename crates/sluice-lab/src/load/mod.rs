@@ -1,7 +1,7 @@
 //! `sluice-lab load`: bounded load runs against an origin, directly or through a proxy.
 //!
 //! A run starts `threads` threads, each with its own single-threaded event loop and its share
-//! of the clients (closed loop, [`closed`]) or robots (open loop, [`open`]). The calling thread
+//! of the clients (closed loop, `closed.rs`) or robots (open loop, `open.rs`). The calling thread
 //! keeps the schedule: it samples CPU when the warm-up ends and when the window closes, prints
 //! the progress line, and stops everyone at the deadline. Requests still running then get a
 //! short grace period and are counted as unfinished, so `issued = completed + errors +
