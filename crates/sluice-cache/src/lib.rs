@@ -1,0 +1,17 @@
+//! RFC 9111 shared HTTP cache for Sluice (placeholder docs, written last).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod date;
+mod directives;
+mod entry;
+mod error;
+mod key;
+pub mod policy;
+
+pub use date::{format_http_date, parse_http_date};
+pub use directives::{MaxStale, RequestDirectives, ResponseDirectives};
+pub use entry::{EntryMeta, StoredEntry};
+pub use error::CacheError;
+pub use key::{CacheKey, Variant, VaryOutcome};
