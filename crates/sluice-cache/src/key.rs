@@ -224,7 +224,6 @@ impl Variant {
     }
 
     /// Bytes held, for memory accounting.
-    #[allow(dead_code)] // TODO(#5): used by the memory store, next commit.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.fields
             .iter()

@@ -8,6 +8,7 @@ mod directives;
 mod entry;
 mod error;
 mod key;
+mod memory;
 pub mod policy;
 
 pub use date::{format_http_date, parse_http_date};
@@ -15,3 +16,6 @@ pub use directives::{MaxStale, RequestDirectives, ResponseDirectives};
 pub use entry::{EntryMeta, StoredEntry};
 pub use error::CacheError;
 pub use key::{CacheKey, Variant, VaryOutcome};
+pub use memory::{
+    AbortReason, CacheStats, Committed, Fill, FillWait, Lookup, MemoryConfig, MemoryStore,
+};
