@@ -120,7 +120,6 @@ impl CacheKey {
     }
 
     /// Rebuilds a key from [`as_str`](Self::as_str) (the disk tier stores keys as text).
-    #[allow(dead_code)] // TODO(#5): used by the disk tier, next commit.
     pub(crate) fn from_text(text: &str) -> Option<Self> {
         let after_scheme = text.find("://")? + 3;
         let origin_len = text[after_scheme..]
@@ -206,7 +205,6 @@ impl Variant {
     }
 
     /// Builds a variant from stored `(name, value)` pairs, names lowercase.
-    #[allow(dead_code)] // TODO(#5): used by the disk tier, next commit.
     pub(crate) fn from_fields(fields: Vec<(String, Option<Vec<u8>>)>) -> Self {
         Self { fields }
     }

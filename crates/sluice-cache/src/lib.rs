@@ -5,6 +5,7 @@
 
 mod date;
 mod directives;
+mod disk;
 mod entry;
 mod error;
 mod key;
@@ -13,6 +14,7 @@ pub mod policy;
 
 pub use date::{format_http_date, parse_http_date};
 pub use directives::{MaxStale, RequestDirectives, ResponseDirectives};
+pub use disk::{DiskConfig, DiskHit, DiskStats, DiskTier};
 pub use entry::{EntryMeta, StoredEntry};
 pub use error::CacheError;
 pub use key::{CacheKey, Variant, VaryOutcome};
