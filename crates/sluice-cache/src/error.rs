@@ -37,6 +37,10 @@ pub enum CacheError {
         /// What arrived.
         actual: u64,
     },
+    /// A fill was committed before [`Fill::set_response`](crate::Fill::set_response): a bug
+    /// in the caller; nothing is stored.
+    #[error("fill committed without a response head, not cached")]
+    FillWithoutResponse,
     /// A disk-tier file or directory could not be read or written.
     #[error("cache file {path}: {source}")]
     Io {

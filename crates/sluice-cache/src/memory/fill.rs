@@ -151,7 +151,8 @@ impl Fill {
     }
 
     /// Makes the entry visible if the body is exactly `expected_len` bytes and a response was
-    /// set; otherwise drops it ([`CacheError::LengthMismatch`]) and counts an aborted fill.
+    /// set; otherwise drops it ([`CacheError::LengthMismatch`],
+    /// [`CacheError::FillWithoutResponse`]) and counts an aborted fill.
     /// Waiters are woken either way.
     pub fn commit(
         mut self,
@@ -162,13 +163,17 @@ impl Fill {
         let response = self.response.take();
         let body = std::mem::take(&mut self.body);
         let key = self.key.clone();
-        let Some(response) = response.filter(|_| actual == expected_len) else {
+        let Some(response) = response else {
+            store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
+            return Err(CacheError::FillWithoutResponse);
+        };
+        if actual != expected_len {
             store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
             return Err(CacheError::LengthMismatch {
                 expected: expected_len,
                 actual,
             });
-        };
+        }
         let entry = StoredEntry {
             meta: EntryMeta {
                 key,

@@ -106,8 +106,8 @@ struct Slot {
 /// One worker's memory cache.
 ///
 /// Not `Send`: fills and waiters share state through `Rc`, so each worker owns its store and
-/// no request ever takes a lock. A response cached by one worker is a miss on another; the
-/// shared disk tier (when configured) narrows that gap.
+/// no request ever takes a lock. A response cached by one worker is a miss on another, and an
+/// invalidation seen by one worker must be passed to the others by the proxy.
 #[derive(Debug)]
 pub struct MemoryStore {
     config: MemoryConfig,

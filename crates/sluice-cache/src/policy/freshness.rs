@@ -194,7 +194,8 @@ mod tests {
     #[test]
     fn max_age_wins_over_expires() {
         let raw = "HTTP/1.1 200 OK\r\nCache-Control: max-age=10\r\n\
-                   Date: Thu, 01 Jan 2026 00:00:00 GMT\r\nExpires: Thu, 01 Jan 2026 01:00:00 GMT\r\n\r\n";
+                   Date: Thu, 01 Jan 2026 00:00:00 GMT\r\n\
+                   Expires: Thu, 01 Jan 2026 01:00:00 GMT\r\n\r\n";
         assert_eq!(lifetime(raw), 10);
     }
 

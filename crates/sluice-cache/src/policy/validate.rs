@@ -101,7 +101,8 @@ mod tests {
             "HEAD /a HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"client\"\r\nRange: bytes=0-1\r\n\r\n",
         );
         let stored = response(
-            "HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nLast-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nETag: \"v1\"\r\n\
+             Last-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\n\r\n",
         );
         let out = revalidation_request(&client, &stored);
         assert_eq!(out.method, Method::Get);
