@@ -83,6 +83,9 @@ pub struct Fill {
     response: Option<ResponseParts>,
     body: Vec<u8>,
     limit: u64,
+    /// Set once the body passed `limit`: every later append fails too, so a fill can never
+    /// resume with a hole in its body.
+    overflowed: bool,
 }
 
 #[derive(Debug)]
@@ -101,6 +104,7 @@ impl Fill {
             response: None,
             body: Vec::new(),
             limit,
+            overflowed: false,
         }
     }
 
@@ -128,11 +132,12 @@ impl Fill {
     }
 
     /// Appends body bytes (after transfer decoding). Past the fill limit this fails with
-    /// [`CacheError::FillTooLarge`] and keeps nothing more: the caller should
-    /// [`abort`](Self::abort).
+    /// [`CacheError::FillTooLarge`], now and for every later append and commit, and frees
+    /// what it held: the caller should [`abort`](Self::abort).
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
         let total = self.body.len() as u64 + bytes.len() as u64;
-        if total > self.limit {
+        if self.overflowed || total > self.limit {
+            self.overflowed = true;
             self.body = Vec::new();
             return Err(CacheError::FillTooLarge { limit: self.limit });
         }
@@ -163,6 +168,10 @@ impl Fill {
         let response = self.response.take();
         let body = std::mem::take(&mut self.body);
         let key = self.key.clone();
+        if self.overflowed {
+            store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
+            return Err(CacheError::FillTooLarge { limit: self.limit });
+        }
         let Some(response) = response else {
             store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
             return Err(CacheError::FillWithoutResponse);
