@@ -363,7 +363,7 @@ impl Default for Transfer {
 
 /// The default `transfer.splice_threshold`: below it, copying a remainder costs less CPU than
 /// splicing it through a pipe (docs/BENCHMARKS.md, "Engines", has the measurement).
-pub const DEFAULT_SPLICE_THRESHOLD: usize = 16 * 1024;
+pub const DEFAULT_SPLICE_THRESHOLD: usize = 8 * 1024;
 
 /// When a kernel engine takes over an exchange, the two points the WWW 2002 TCP-splice paper
 /// experiments with.

@@ -66,6 +66,7 @@ fn defaults_have_documented_values() {
     assert_eq!(Transfer::default().engine, Engine::Copy);
     assert_eq!(Transfer::default().pipe_size, 1 << 20);
     assert_eq!(Transfer::default().pipe_pool, 256);
+    assert_eq!(Transfer::default().splice_threshold, 8 * 1024);
     assert_eq!(Transfer::default().splice_after, SpliceAfter::Headers);
     assert_eq!(
         (Log::default().level.as_str(), Log::default().access_log),
@@ -116,7 +117,7 @@ engine = "sockmap"
 copy_buffer = "64KB"
 pipe_size = "256KiB"
 pipe_pool = 32
-splice_threshold = "8KiB"
+splice_threshold = "12KiB"
 splice_after = "connect"
 [log]
 level = "trace"
@@ -147,7 +148,7 @@ access_log = false
     assert_eq!(config.transfer.copy_buffer, 64_000);
     assert_eq!(config.transfer.pipe_size, 256 * 1024);
     assert_eq!(config.transfer.pipe_pool, 32);
-    assert_eq!(config.transfer.splice_threshold, 8 * 1024);
+    assert_eq!(config.transfer.splice_threshold, 12 * 1024);
     assert_eq!(config.transfer.splice_after, SpliceAfter::Connect);
     assert_eq!(config.log.level, "trace");
     assert_eq!(

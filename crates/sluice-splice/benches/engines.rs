@@ -45,9 +45,9 @@ fn main() {
     );
     println!(
         "| size | engine | req/s median (min-max) | proxy CPU µs/req median (min-max) | \
-         machine CPU µs/req median (min-max) |"
+         machine CPU µs/req median (min-max) | engine counters at shutdown |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for &size in &options.sizes {
         let origin = start_origin(size);
         for engine in &options.engines {
@@ -70,10 +70,10 @@ fn main() {
                     proxy.pid(),
                 ));
             }
-            proxy.stop();
+            let counters = proxy.stop();
             let column = |f: fn(&Sample) -> f64| spread(samples.iter().map(f).collect());
             println!(
-                "| {} | {engine} | {} | {} | {} |",
+                "| {} | {engine} | {} | {} | {} | {counters} |",
                 human(size),
                 column(|s| s.requests_per_second),
                 column(|s| s.proxy_us_per_request),
@@ -195,12 +195,19 @@ impl RunningProxy {
         self.child.id()
     }
 
-    fn stop(&mut self) {
+    /// Stops the proxy and returns its shutdown line of engine counters (which mechanism
+    /// moved how many transfers and bytes, and every fallback).
+    fn stop(&mut self) -> String {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let _ = self.child.wait();
+        let log = std::fs::read_to_string(self._dir.join("stderr.log")).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&self._dir);
+        log.lines()
+            .find_map(|line| line.split_once("engine counters: ").map(|(_, c)| c))
+            .map(|c| c.split(" worker=").next().unwrap_or(c).trim().to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -213,15 +220,17 @@ fn start_proxy(binary: &PathBuf, engine: &str, origin: SocketAddr) -> Option<Run
         format!(
             "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"reverse\"\n\
              upstreams = [\"{origin}\"]\n[transfer]\nengine = \"{engine}\"\n\
-             [log]\naccess_log = false\nlevel = \"warn\"\n"
+             [log]\naccess_log = false\nlevel = \"info\"\n"
         ),
     )
     .ok()?;
+    let stderr = std::fs::File::create(dir.join("stderr.log")).ok()?;
     let mut child = Command::new(binary)
         .args(["run", "--config"])
         .arg(&config)
+        .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .ok()?;
     let stdout = child.stdout.take()?;

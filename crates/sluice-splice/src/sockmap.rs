@@ -4,7 +4,7 @@
 //!
 //! One transfer, in order (each step handles an edge our tests found):
 //! 1. The prefix is written, then the bytes already queued on the source (up to the limit) are
-//!    copied until the queue is seen empty: the program would forward a partly read segment
+//!    spliced until the queue is seen empty: the program would forward a partly read segment
 //!    again whole, so no segment may be partly read at insertion.
 //! 2. The flow (destination slot, bytes to redirect) goes into the `flows` map, the
 //!    destination and then the source into their sockmaps. Inserting fails with EOPNOTSUPP
@@ -107,7 +107,8 @@ impl SockmapEngine {
             return outcome;
         }
         // Step 1: drain what is queued (up to the limit) through user space.
-        let (copied, emptied) = match drain_queued(src, dst, total, idle).await {
+        let (copied, emptied) = match drain_queued(&self.splice, src, dst, total, idle, stats).await
+        {
             Ok(drained) => drained,
             Err(outcome) => return outcome,
         };
@@ -117,7 +118,7 @@ impl SockmapEngine {
             idle_timeout: idle,
         };
         if copied == total {
-            stats.record(Mechanism::Copy, total + request.prefix.len() as u64);
+            stats.record(Mechanism::Splice, total + request.prefix.len() as u64);
             return done(total);
         }
         let started = if emptied {
@@ -388,43 +389,39 @@ fn at_eof(src: &TcpStream) -> bool {
 /// How many times the drain reads the receive queue before giving up on an empty one.
 const DRAIN_ROUNDS: u32 = 16;
 
-/// Step 1: copies the bytes queued on `src` until the queue is seen empty, at most `limit`;
-/// returns how many, and whether the queue was seen empty (else the sockmap must not be used).
+/// Step 1: moves the bytes queued on `src` (by splice) until the queue is seen empty, at most
+/// `limit`; returns how many, and whether the queue was seen empty (else the sockmap must not
+/// be used).
 ///
 /// Why empty, not merely "read what was queued": the kernel may coalesce a segment arriving
 /// during our read into the last queued one (tcp_try_coalesce), leaving it partly read, and
 /// the program would forward it again whole. An empty queue has no last segment to grow.
 async fn drain_queued(
+    splice: &SpliceEngine,
     src: &TcpStream,
     dst: &TcpStream,
     limit: u64,
     idle: Duration,
+    stats: &EngineStats,
 ) -> Result<(u64, bool), TransferOutcome> {
-    let mut copied = 0u64;
+    let mut moved = 0u64;
     for _ in 0..DRAIN_ROUNDS {
         let queued = receive_queue(src.as_fd()).unwrap_or(u64::MAX);
         if queued == 0 {
-            return Ok((copied, true));
+            return Ok((moved, true));
         }
-        let take = queued.min(limit - copied);
-        let mut round = 0u64;
-        while round < take {
-            let bytes = match read_now(src, take - round) {
-                Ok(Some(bytes)) if !bytes.is_empty() => bytes,
-                Ok(_) => break,
-                Err(error) => return Err(failed(copied, Ending::SourceError, error)),
-            };
-            if let Err(error) = write_all(dst, &bytes, idle).await {
-                return Err(failed(copied, Ending::DestinationAborted, error));
-            }
-            round += bytes.len() as u64;
-            copied += bytes.len() as u64;
+        let take = queued.min(limit - moved);
+        let mut outcome = splice.move_bytes(src, dst, take, idle, stats).await;
+        moved += outcome.forwarded;
+        if outcome.ending != Ending::Done {
+            outcome.forwarded = moved;
+            return Err(outcome);
         }
-        if copied == limit {
-            return Ok((copied, true));
+        if moved == limit {
+            return Ok((moved, true));
         }
     }
-    Ok((copied, false))
+    Ok((moved, false))
 }
 
 async fn write_prefix(

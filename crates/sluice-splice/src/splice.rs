@@ -103,6 +103,30 @@ impl SpliceEngine {
         outcome
     }
 
+    /// Moves exactly `bytes` from `src` to `dst` through a pipe (a copy when none is left),
+    /// without counting a transfer: a step inside another engine's transfer.
+    pub(crate) async fn move_bytes(
+        &self,
+        src: &TcpStream,
+        dst: &TcpStream,
+        bytes: u64,
+        idle: Duration,
+        stats: &EngineStats,
+    ) -> TransferOutcome {
+        let limit = Limit::Bytes(bytes);
+        match self.pool.acquire(stats) {
+            Ok(lease) => Flow::new(lease, limit).finish(src, dst, idle).await,
+            Err(_) => {
+                let request = TransferRequest {
+                    prefix: &[],
+                    limit,
+                    idle_timeout: idle,
+                };
+                self.copy.transfer(src, dst, request).await
+            }
+        }
+    }
+
     async fn copy_recorded(
         &self,
         src: &TcpStream,
