@@ -17,7 +17,7 @@ const DEFAULT_CONFIG: &str = include_str!("../default.toml");
 
 /// Sluice: an HTTP/1.1 forward and reverse proxy that moves bodies in the kernel.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SLUICE_COMMIT"), ")"), about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
