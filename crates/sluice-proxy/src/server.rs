@@ -33,8 +33,9 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
-    /// A configured engine does not exist in this build yet.
-    #[error("transfer engine \"{0}\" is not implemented yet; use \"copy\" or \"auto\"")]
+    /// A configured engine cannot run on this machine (the sockmap without root or kernel
+    /// support); the reason is logged just before.
+    #[error("transfer engine \"{0}\" is unavailable here (reason logged above); use \"splice\" or \"auto\"")]
     EngineUnavailable(EngineChoice),
     /// A worker thread or its event loop could not be created.
     #[error("cannot start worker {index}: {source}")]
