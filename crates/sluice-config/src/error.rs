@@ -162,6 +162,17 @@ pub enum Problem {
          single word such as \"sluice\", or false to add no Via"
     )]
     InvalidVia(String),
+    /// `cache.disk_dir` is relative: it would depend on the directory the proxy was started in.
+    #[error("\"{}\" is a relative path; give an absolute directory, such as \"/var/cache/sluice\"", .0.display())]
+    RelativeCacheDir(std::path::PathBuf),
+    /// `cache.max_object` exceeds `cache.memory`: no object that large could ever be kept.
+    #[error("{max_object} exceeds cache.memory ({memory}); lower it or raise cache.memory")]
+    CacheObjectOverBudget {
+        /// The configured object cap.
+        max_object: Amount,
+        /// The configured memory budget.
+        memory: Amount,
+    },
     /// `log.level` is not a level `tracing` knows.
     #[error(
         "unknown level \"{0}\", expected one of \"error\", \"warn\", \"info\", \"debug\", \

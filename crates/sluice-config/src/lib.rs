@@ -54,8 +54,9 @@ mod validate;
 
 pub use error::{Amount, ConfigError, Location, Problem};
 pub use schema::{
-    Access, Engine, HeaderPolicy, Limits, Listener, ListenerMode, Log, SocketOptions, SpliceAfter,
-    Timeouts, Transfer, UpstreamAddr, UpstreamAddrError, DEFAULT_SPLICE_THRESHOLD, LOG_LEVELS,
+    Access, Cache, Engine, HeaderPolicy, Limits, Listener, ListenerMode, Log, SocketOptions,
+    SpliceAfter, Timeouts, Transfer, UpstreamAddr, UpstreamAddrError, DEFAULT_SPLICE_THRESHOLD,
+    LOG_LEVELS,
 };
 
 use locate::Document;
@@ -88,6 +89,9 @@ pub struct Config {
     /// How bodies and tunnels are moved.
     #[serde(default)]
     pub transfer: Transfer,
+    /// The HTTP cache.
+    #[serde(default)]
+    pub cache: Cache,
     /// Log level and access log.
     #[serde(default)]
     pub log: Log,

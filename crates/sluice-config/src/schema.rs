@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -411,6 +412,47 @@ impl fmt::Display for Engine {
             Engine::Splice => "splice",
             Engine::Sockmap => "sockmap",
         })
+    }
+}
+
+/// The HTTP cache (RFC 9111): the `[cache]` table.
+///
+/// Each worker owns its own memory store with `memory / workers` bytes; a response cached by one
+/// worker is a miss on another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cache {
+    /// Whether responses are cached at all; `false` forwards everything untouched.
+    pub enabled: bool,
+    /// Byte budget of the memory cache for the whole process, shared out equally per worker.
+    #[serde(with = "units::size")]
+    pub memory: usize,
+    /// Largest response body kept; larger responses are forwarded without a copy.
+    #[serde(with = "units::size")]
+    pub max_object: usize,
+    /// Directory of the disk tier; `None` (key absent) keeps the cache in memory only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_dir: Option<PathBuf>,
+    /// After a client goes away mid-response, how many more body bytes the fill may read from
+    /// the upstream to finish the cache entry.
+    #[serde(with = "units::size")]
+    pub fill_after_abort: usize,
+    /// Client networks allowed to send PURGE; others get 403.
+    #[serde(deserialize_with = "deserialize_networks")]
+    pub purge_allow: Vec<IpNet>,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        let loopback = |text: &str| text.parse().expect("literal loopback prefix is valid");
+        Cache {
+            enabled: true,
+            memory: 256 << 20,
+            max_object: 64 << 20,
+            disk_dir: None,
+            fill_after_abort: 1 << 20,
+            purge_allow: vec![loopback("127.0.0.0/8"), loopback("::1/128")],
+        }
     }
 }
 

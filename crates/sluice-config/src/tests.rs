@@ -508,3 +508,69 @@ fn sizes_are_written_back_exactly() {
         );
     }
 }
+
+#[test]
+fn cache_defaults_are_on_in_memory() {
+    let cache = Cache::default();
+    assert!(cache.enabled);
+    assert_eq!((cache.memory, cache.max_object), (256 << 20, 64 << 20));
+    assert_eq!(
+        (cache.disk_dir.clone(), cache.fill_after_abort),
+        (None, 1 << 20)
+    );
+    assert_eq!(cache.purge_allow.len(), 2);
+    let config = load(include_str!("../../sluice/default.toml"));
+    assert_eq!(config.cache, cache);
+}
+
+#[test]
+fn cache_keys_load_and_round_trip() {
+    let config = load(&forward_with(
+        "[cache]\nmemory = \"8MiB\"\nmax_object = \"1MiB\"\ndisk_dir = \"/var/cache/sluice\"\n\
+         fill_after_abort = 0\npurge_allow = [\"10.0.0.1\"]\n",
+    ));
+    assert_eq!(config.cache.memory, 8 << 20);
+    assert_eq!(config.cache.max_object, 1 << 20);
+    assert_eq!(
+        config.cache.disk_dir.as_deref(),
+        Some(std::path::Path::new("/var/cache/sluice"))
+    );
+    assert_eq!(config.cache.fill_after_abort, 0);
+    assert_eq!(config.cache.purge_allow[0].to_string(), "10.0.0.1/32");
+    assert_eq!(
+        Config::from_toml_str(&config.to_toml_string(), "effective").unwrap(),
+        config
+    );
+}
+
+#[test]
+fn cache_rules_are_enforced() {
+    let zero = fail(&forward_with("[cache]\nmemory = 0\n"));
+    assert!(
+        zero.contains("cache.memory") && zero.contains("enabled = false"),
+        "{zero}"
+    );
+    let over = fail(&forward_with(
+        "[cache]\nmemory = \"2MiB\"\nmax_object = \"4MiB\"\n",
+    ));
+    assert!(
+        over.contains("cache.max_object") && over.contains("exceeds"),
+        "{over}"
+    );
+    let relative = fail(&forward_with("[cache]\ndisk_dir = \"cache\"\n"));
+    assert!(
+        relative.contains("cache.disk_dir") && relative.contains("relative"),
+        "{relative}"
+    );
+    let config = load(&format!(
+        "workers = 4\n{FORWARD}[cache]\nmemory = \"8MiB\"\nmax_object = \"4MiB\"\n"
+    ));
+    assert!(
+        config
+            .warnings()
+            .iter()
+            .any(|w| w.starts_with("cache.max_object")),
+        "{:?}",
+        config.warnings()
+    );
+}

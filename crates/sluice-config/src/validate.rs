@@ -54,6 +54,7 @@ pub(crate) fn check(
     check_access(config, &checker)?;
     check_timeouts(&config.timeouts, &checker)?;
     check_sizes(config, &checker)?;
+    check_cache(config, &checker)?;
     if let Some(via) = &config.headers.via {
         if !via.bytes().all(is_token_byte) {
             let path = KeyPath::top("headers").key("via");
@@ -238,6 +239,20 @@ fn check_sizes(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
             "with 0 pipes every splice would fall back to copy; use engine = \"copy\" instead",
         ),
     ];
+    minimums.push(size(
+        "cache",
+        "memory",
+        config.cache.memory,
+        1024 * 1024,
+        "a smaller cache holds next to nothing; set cache.enabled = false to turn it off",
+    ));
+    minimums.push(size(
+        "cache",
+        "max_object",
+        config.cache.max_object,
+        1,
+        "with 0 nothing could be cached; set cache.enabled = false to turn the cache off",
+    ));
     let socket_why = "the kernel would silently raise it to its own minimum; remove the key \
                       to keep the kernel default";
     if let Some(bytes) = config.socket.send_buffer {
@@ -261,6 +276,25 @@ fn check_sizes(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
                 why: rule.why,
             };
             return Err(checker.error(KeyPath::top(rule.table).key(rule.key), problem));
+        }
+    }
+    Ok(())
+}
+
+fn check_cache(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError> {
+    let cache = &config.cache;
+    let path = KeyPath::top("cache");
+    if cache.max_object > cache.memory {
+        let problem = Problem::CacheObjectOverBudget {
+            max_object: Amount::Bytes(cache.max_object),
+            memory: Amount::Bytes(cache.memory),
+        };
+        return Err(checker.error(path.key("max_object"), problem));
+    }
+    if let Some(dir) = &cache.disk_dir {
+        if !dir.is_absolute() {
+            let problem = Problem::RelativeCacheDir(dir.clone());
+            return Err(checker.error(path.key("disk_dir"), problem));
         }
     }
     Ok(())
@@ -314,6 +348,20 @@ pub(crate) fn warnings(config: &Config) -> Vec<String> {
             format_size(config.limits.max_request_line),
             format_size(config.limits.max_header_bytes)
         ));
+    }
+    let cache = &config.cache;
+    if cache.enabled && config.workers > 0 {
+        let share = cache.memory / config.workers;
+        if cache.max_object > share {
+            warnings.push(format!(
+                "cache.max_object: {} exceeds each worker's share of cache.memory ({} / {} \
+                 workers = {}), so objects above that share are never kept",
+                format_size(cache.max_object),
+                format_size(cache.memory),
+                config.workers,
+                format_size(share)
+            ));
+        }
     }
     warnings
 }
