@@ -1,0 +1,11 @@
+//! The only `unsafe` in this crate: two Linux calls that neither `std` nor `rustix` wrap.
+//!
+//! - [`tun`]: `TUNSETIFF` on `/dev/net/tun`, which turns an open file into a TAP device.
+//! - [`signal`]: a `signalfd(2)` for the wire's SIGUSR1 (counters) and SIGTERM/SIGINT (exit),
+//!   so signals arrive as readable events in the same epoll loop as the frames.
+//!
+//! Each function takes or returns owned/borrowed fds and `io::Result`, one file per mechanism,
+//! as `sluice-rt/src/sys/` does.
+
+pub mod signal;
+pub mod tun;

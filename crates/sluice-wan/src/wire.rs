@@ -1,0 +1,414 @@
+//! The wire: one process that owns both TAP devices of every link of a test bed and moves
+//! frames between them, applying per direction loss, then rate and queue, then delay.
+//!
+//! ```text
+//!  host A's TAP --read--> loss --> shaper (per direction or per TCP flow) --> delay line
+//!                                                                               |
+//!  host B's TAP <--write-- due queue (one heap for all directions) <------------+
+//! ```
+//!
+//! One thread, one epoll set: every TAP fd, plus a control fd (the signalfd of the wire process,
+//! or a pipe in tests). epoll_pwait2 sleeps until the earliest due frame with nanosecond
+//! resolution, so delays do not round to milliseconds.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rustix::event::epoll;
+use rustix::time::Timespec;
+use serde::{Deserialize, Serialize};
+
+use crate::counters::{process_cpu_seconds, DirectionCounters, WireReport};
+use crate::delay::{DelayLine, DueQueue};
+use crate::frame::{classify, FlowKey, FrameKind};
+use crate::loss::LossProcess;
+use crate::profile::Impairment;
+use crate::shaper::{QueueFull, Shaper};
+use crate::sys::tun::open_tap;
+
+/// One wire of a test bed: a TAP device at each end and what each direction does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkPlan {
+    /// `client-proxy`, `proxy-server` or `client-server`.
+    pub name: String,
+    /// The end toward the client.
+    pub a: EndPlan,
+    /// The end toward the server.
+    pub b: EndPlan,
+    /// Frames from `a` to `b` (toward the server).
+    pub up: Impairment,
+    /// Frames from `b` to `a` (toward the client).
+    pub down: Impairment,
+}
+
+/// One end of a wire: a TAP device that lives in a host's namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndPlan {
+    /// The host (`client`, `proxy`, `server`).
+    pub host: String,
+    /// The network namespace the TAP is moved into.
+    pub netns: String,
+    /// The TAP device's name (same in the root and the host namespace).
+    pub ifname: String,
+    /// Its address with prefix length (`10.201.1.2/24`).
+    pub address: String,
+    /// Extra on-link routes (`10.201.2.0/24`), for the direct layout.
+    pub routes: Vec<String>,
+}
+
+/// What the loop watches besides the TAPs.
+#[derive(Debug)]
+pub enum Control<'a> {
+    /// The wire process: SIGUSR1 reports, SIGTERM/SIGINT/SIGHUP stop.
+    Signals(&'a crate::sys::signal::SignalFd),
+    /// In-process use: readable (a byte or EOF) means stop.
+    StopPipe(BorrowedFd<'a>),
+}
+
+const CONTROL_TOKEN: u64 = u64::MAX;
+/// Frames read from one TAP before the loop looks at the others and at due frames again.
+const READ_BATCH: usize = 64;
+/// Per-flow limiters idle this long are forgotten.
+const FLOW_IDLE_NS: u64 = 2_000_000_000;
+
+/// The running wire: TAP fds, per-direction state, and the heap of due frames.
+#[derive(Debug)]
+pub struct Wire {
+    epoll: OwnedFd,
+    taps: Vec<Tap>,
+    directions: Vec<DirectionState>,
+    due: DueQueue<Pending>,
+    rng: StdRng,
+    seed: u64,
+    start: Instant,
+    spare: Vec<Vec<u8>>,
+    last_sweep_ns: u64,
+}
+
+#[derive(Debug)]
+struct Tap {
+    fd: OwnedFd,
+    /// The direction frames read from this TAP enter.
+    direction: usize,
+}
+
+#[derive(Debug)]
+struct DirectionState {
+    /// TAP the direction writes to.
+    to: usize,
+    loss: LossProcess,
+    previous_dropped: bool,
+    stage: RateStage,
+    counters: DirectionCounters,
+}
+
+#[derive(Debug)]
+enum RateStage {
+    /// No rate limit: straight to the delay line.
+    Unlimited(DelayLine),
+    /// One shaper for the whole direction.
+    Aggregate(Shaper, DelayLine),
+    /// One shaper and delay line per TCP 4-tuple; other frames use `bypass`.
+    PerFlow {
+        template: Impairment,
+        flows: HashMap<FlowKey, (Shaper, DelayLine)>,
+        bypass: DelayLine,
+    },
+}
+
+#[derive(Debug)]
+struct Pending {
+    direction: usize,
+    frame: Vec<u8>,
+}
+
+fn new_shaper(imp: &Impairment) -> Option<Shaper> {
+    imp.rate.map(|rate| Shaper::new(rate, imp.burst, imp.queue))
+}
+
+fn new_line(imp: &Impairment) -> DelayLine {
+    DelayLine::new(imp.delay, imp.jitter)
+}
+
+impl RateStage {
+    fn new(imp: &Impairment) -> RateStage {
+        match new_shaper(imp) {
+            None => RateStage::Unlimited(new_line(imp)),
+            Some(_) if imp.per_flow => RateStage::PerFlow {
+                template: imp.clone(),
+                flows: HashMap::new(),
+                bypass: new_line(imp),
+            },
+            Some(shaper) => RateStage::Aggregate(shaper, new_line(imp)),
+        }
+    }
+}
+
+impl Wire {
+    /// Creates both TAP devices of every link in the caller's network namespace. Moving them
+    /// into the hosts' namespaces is the caller's job (see `topology`); the fds keep working.
+    pub fn open(links: &[LinkPlan], seed: u64) -> io::Result<Wire> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let mut wire = Wire {
+            epoll,
+            taps: Vec::new(),
+            directions: Vec::new(),
+            due: DueQueue::default(),
+            rng: StdRng::seed_from_u64(seed),
+            seed,
+            start: Instant::now(),
+            spare: Vec::new(),
+            last_sweep_ns: 0,
+        };
+        for link in links {
+            let a = wire.taps.len();
+            let b = a + 1;
+            let up = wire.directions.len();
+            let down = up + 1;
+            for (end, direction) in [(&link.a, up), (&link.b, down)] {
+                let fd = open_tap(&end.ifname).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot create TAP {}: {e}", end.ifname))
+                })?;
+                let token = wire.taps.len() as u64;
+                epoll::add(
+                    &wire.epoll,
+                    &fd,
+                    epoll::EventData::new_u64(token),
+                    epoll::EventFlags::IN,
+                )?;
+                wire.taps.push(Tap { fd, direction });
+            }
+            for (imp, to, from_host, to_host) in [
+                (&link.up, b, &link.a.host, &link.b.host),
+                (&link.down, a, &link.b.host, &link.a.host),
+            ] {
+                wire.directions.push(DirectionState {
+                    to,
+                    loss: imp.loss.start(),
+                    previous_dropped: false,
+                    stage: RateStage::new(imp),
+                    counters: DirectionCounters {
+                        direction: format!("{from_host}->{to_host}"),
+                        ..DirectionCounters::default()
+                    },
+                });
+            }
+        }
+        Ok(wire)
+    }
+
+    /// Forwards frames until `control` says stop or `deadline` passes; `report` is called with
+    /// the counters on every SIGUSR1. Frames still in flight at the end are discarded.
+    pub fn run(
+        &mut self,
+        control: Control<'_>,
+        deadline: Option<Instant>,
+        report: &mut dyn FnMut(&WireReport),
+    ) -> io::Result<()> {
+        let control_fd = match &control {
+            Control::Signals(signals) => signals.as_fd(),
+            Control::StopPipe(fd) => *fd,
+        };
+        epoll::add(
+            &self.epoll,
+            control_fd,
+            epoll::EventData::new_u64(CONTROL_TOKEN),
+            epoll::EventFlags::IN,
+        )?;
+        // The default 50 us of timer slack would add up to 50 us to every emulated delay; the
+        // wire is one thread that sleeps to exact due times, so ask for none.
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+        self.start = Instant::now();
+        let mut events = Vec::with_capacity(64);
+        let mut buffer = vec![0u8; 65536];
+        loop {
+            let now = self.now_ns();
+            self.deliver_due(now);
+            let wake = self
+                .due
+                .next_due()
+                .map(|due| due.saturating_sub(self.now_ns()));
+            let until_deadline = deadline.map(|d| {
+                let left = d.saturating_duration_since(Instant::now());
+                u64::try_from(left.as_nanos()).unwrap_or(u64::MAX)
+            });
+            if until_deadline == Some(0) {
+                return Ok(());
+            }
+            let timeout = match (wake, until_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(|ns| Timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            });
+            events.clear();
+            match epoll::wait(
+                &self.epoll,
+                rustix::buffer::spare_capacity(&mut events),
+                timeout.as_ref(),
+            ) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            for event in &events {
+                let token = event.data.u64();
+                if token == CONTROL_TOKEN {
+                    match &control {
+                        Control::StopPipe(_) => return Ok(()),
+                        Control::Signals(signals) => {
+                            while let Some(signal) = signals.read()? {
+                                if signal == libc::SIGUSR1 as u32 {
+                                    report(&self.report());
+                                } else {
+                                    return Ok(());
+                                }
+                            }
+                        }
+                    }
+                } else if let Ok(index) = usize::try_from(token) {
+                    self.read_tap(index, &mut buffer)?;
+                }
+            }
+            let now = self.now_ns();
+            if now.saturating_sub(self.last_sweep_ns) > FLOW_IDLE_NS {
+                self.forget_idle_flows(now);
+                self.last_sweep_ns = now;
+            }
+        }
+    }
+
+    /// The counters so far.
+    pub fn report(&self) -> WireReport {
+        WireReport {
+            uptime_s: self.start.elapsed().as_secs_f64(),
+            cpu_s: process_cpu_seconds(),
+            seed: self.seed,
+            directions: self.directions.iter().map(|d| d.counters.clone()).collect(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn read_tap(&mut self, index: usize, buffer: &mut [u8]) -> io::Result<()> {
+        let Some(tap) = self.taps.get(index) else {
+            return Ok(());
+        };
+        let direction = tap.direction;
+        for _ in 0..READ_BATCH {
+            let n = match rustix::io::read(&self.taps[index].fd, &mut *buffer) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                // The host's namespace (and with it the device) went away: nothing to read.
+                Err(rustix::io::Errno::BADFD | rustix::io::Errno::IO) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let now = self.now_ns();
+            let mut frame = self.spare.pop().unwrap_or_default();
+            frame.clear();
+            frame.extend_from_slice(&buffer[..n]);
+            self.admit(direction, now, frame);
+        }
+        Ok(())
+    }
+
+    /// Runs one frame through loss, rate and delay, and schedules it (or counts its drop).
+    fn admit(&mut self, direction: usize, now: u64, frame: Vec<u8>) {
+        let kind = classify(&frame);
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        let d = &mut self.directions[direction];
+        d.counters.frames_in += 1;
+        d.counters.bytes_in += u64::from(len);
+        d.counters.largest_frame = d.counters.largest_frame.max(len);
+        if kind != FrameKind::NotIp {
+            let dropped = d.loss.drops(&mut self.rng);
+            d.counters.loss_decisions += 1;
+            if d.previous_dropped {
+                d.counters.after_loss += 1;
+                d.counters.lost_after_loss += u64::from(dropped);
+            }
+            d.previous_dropped = dropped;
+            if dropped {
+                d.counters.dropped_loss += 1;
+                self.spare.push(frame);
+                return;
+            }
+        }
+        let scheduled = match &mut d.stage {
+            RateStage::Unlimited(line) => Ok(line.due(now, &mut self.rng)),
+            RateStage::Aggregate(shaper, line) => shaper
+                .offer(now, len)
+                .map(|exit| line.due(exit, &mut self.rng)),
+            RateStage::PerFlow {
+                template,
+                flows,
+                bypass,
+            } => match kind {
+                FrameKind::Tcp { flow, .. } => {
+                    let (shaper, line) = flows.entry(flow).or_insert_with(|| {
+                        let shaper = new_shaper(template).expect("per-flow stages have a rate");
+                        (shaper, new_line(template))
+                    });
+                    let due = shaper
+                        .offer(now, len)
+                        .map(|exit| line.due(exit, &mut self.rng));
+                    d.counters.flows_max = d.counters.flows_max.max(flows.len() as u64);
+                    due
+                }
+                _ => Ok(bypass.due(now, &mut self.rng)),
+            },
+        };
+        match scheduled {
+            Ok(due) => self.due.push(due, Pending { direction, frame }),
+            Err(QueueFull::Packets) => {
+                d.counters.dropped_queue_packets += 1;
+                self.spare.push(frame);
+            }
+            Err(QueueFull::Bytes) => {
+                d.counters.dropped_queue_bytes += 1;
+                self.spare.push(frame);
+            }
+        }
+    }
+
+    fn deliver_due(&mut self, now: u64) {
+        while let Some((due, pending)) = self.due.pop_due(now) {
+            let late = self.now_ns().saturating_sub(due);
+            let d = &mut self.directions[pending.direction];
+            match rustix::io::write(&self.taps[d.to].fd, &pending.frame) {
+                Ok(_) => {
+                    d.counters.frames_out += 1;
+                    d.counters.bytes_out += pending.frame.len() as u64;
+                    d.counters.late_total_ns += late;
+                    d.counters.late_max_ns = d.counters.late_max_ns.max(late);
+                }
+                Err(_) => d.counters.write_errors += 1,
+            }
+            if self.spare.len() < 4096 {
+                self.spare.push(pending.frame);
+            }
+        }
+    }
+
+    fn forget_idle_flows(&mut self, now: u64) {
+        for d in &mut self.directions {
+            if let RateStage::PerFlow { flows, .. } = &mut d.stage {
+                flows.retain(|_, (shaper, line)| {
+                    !(shaper.idle_at(now) && line.last_due_ns() + FLOW_IDLE_NS < now)
+                });
+            }
+        }
+    }
+
+    /// How long the wire has been forwarding.
+    pub fn uptime(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
