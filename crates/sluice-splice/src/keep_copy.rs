@@ -277,11 +277,10 @@ impl Keeping {
             self.retry_in |= std::mem::take(&mut self.in_blocked_with_data);
             return Ok(n);
         }
-        let more = !self.input_over();
         let pipe = self.forward.pipe();
         let out = dst
             .as_async()
-            .poll_write_with(cx, |s| splice_from_pipe(pipe, s.as_fd(), ready, more));
+            .poll_write_with(cx, |s| splice_from_pipe(pipe, s.as_fd(), ready));
         match out {
             Poll::Ready(Ok(n)) => {
                 self.forward.drained(n);

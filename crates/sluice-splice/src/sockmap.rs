@@ -23,8 +23,8 @@
 //!    kernel discards when the socket leaves the map: they are read first and returned as
 //!    [`TransferOutcome::overread`]. Bytes arriving between that read and the removal are lost
 //!    with the queue; the counters of TCP_INFO show it (received in order minus still queued
-//!    must equal what the program and we consumed), and the transfer then fails with the
-//!    source shut down and a `sockmap-overread` fallback counted, never silently. For
+//!    must equal what the program and we consumed, exactly), and the transfer then fails with
+//!    the source shut down and a `sockmap-overread` fallback counted, never silently. For
 //!    responses (an upstream sends nothing before the next request) this cannot happen; for
 //!    chunked bodies, whose next chunk follows at once, it can, which is one reason `auto` does
 //!    not pick the sockmap.
@@ -321,9 +321,20 @@ impl Drop for Flow {
     }
 }
 
-/// Bytes the destination socket has taken into its send path so far.
+/// Bytes the destination socket has taken into its send path so far: acknowledged plus still
+/// queued. The two come from two system calls, and an ACK landing between them would make the
+/// sum short by what it acknowledged; a base read short makes every later count long, and a
+/// transfer then looked complete while its last bytes were still on the source (a 502 on the
+/// next exchange of that upstream connection, found by `sluice-lab peers --verify`). So the
+/// acknowledged count is read on both sides of the queue and the read repeated until it held.
 fn destination_taken(dst: &TcpStream) -> io::Result<u64> {
-    Ok(bytes_acked(dst.as_fd())? + send_queue(dst.as_fd())?)
+    loop {
+        let acked = bytes_acked(dst.as_fd())?;
+        let queued = send_queue(dst.as_fd())?;
+        if bytes_acked(dst.as_fd())? == acked {
+            return Ok(acked + queued);
+        }
+    }
 }
 
 /// Everything the program passed up past the body end, read before the socket leaves the map
@@ -347,20 +358,25 @@ fn consumed(src: &TcpStream) -> io::Result<u64> {
         let queued = receive_queue(src.as_fd())?;
         let received = bytes_received(src.as_fd())?;
         if receive_queue(src.as_fd())? == queued {
-            return Ok(received.saturating_sub(queued));
+            return Ok(received.wrapping_sub(queued));
         }
     }
 }
 
 /// After the source left the map: the program and our reads together must account for every
-/// byte it consumed. A segment that arrived between our last read of the map's queue and the
-/// removal was discarded with that queue; the stream is then out of sync and must not be used.
+/// byte it consumed, no more and no less. More: a segment that arrived between our last read
+/// of the map's queue and the removal was discarded with that queue. Less: body bytes are
+/// still on the source. Either way the stream is out of sync and must not be used again (and a
+/// receive queue the kernel reports negative, seen on 6.18 after removal, counts as out of
+/// sync too).
 fn check_nothing_lost(src: &TcpStream, consumed_before: u64, expected: u64) -> io::Result<()> {
-    let processed = consumed(src)?.saturating_sub(consumed_before);
-    if processed > expected {
+    let after = consumed(src)?;
+    let processed = after.wrapping_sub(consumed_before);
+    tracing::debug!(processed, expected, "sockmap flow accounted");
+    if processed != expected {
         return Err(io::Error::other(format!(
-            "{} bytes past the body end were lost leaving the sockmap",
-            processed - expected
+            "the source's stream moved {processed} bytes through the sockmap, {expected} \
+             accounted for: out of sync"
         )));
     }
     Ok(())

@@ -411,11 +411,10 @@ impl Flow {
             let mut moved = false;
             if self.lease.held() > 0 {
                 let held = self.lease.held();
-                let more = !self.limit_reached() && !self.source_closed;
                 let pipe = self.lease.pipe();
                 let out = dst
                     .as_async()
-                    .poll_write_with(cx, |s| splice_from_pipe(pipe, s.as_fd(), held, more));
+                    .poll_write_with(cx, |s| splice_from_pipe(pipe, s.as_fd(), held));
                 match out {
                     Poll::Ready(Ok(n)) => {
                         self.lease.drained(n);

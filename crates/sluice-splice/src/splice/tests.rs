@@ -146,3 +146,40 @@ fn tunnel_moves_both_ways_and_half_closes() {
         assert_eq!(got_client.join().unwrap(), body(300_000));
     });
 }
+
+#[test]
+fn bytes_before_a_pause_reach_the_destination_without_waiting_for_more() {
+    use std::io::{Read, Write};
+    run(|| async {
+        let stats = EngineStats::default();
+        let engine = engine(4);
+        let (src, mut src_far) = pair().await;
+        let (dst, mut dst_far) = pair().await;
+        // The source sends 1000 bytes, then waits until the client has them (head included)
+        // before sending the rest: a corked segment would deadlock here.
+        let (got_first, first_seen) = std::sync::mpsc::channel();
+        let client = std::thread::spawn(move || {
+            let mut first = vec![0u8; 1004];
+            dst_far.read_exact(&mut first).unwrap();
+            got_first.send(()).unwrap();
+            let mut rest = vec![0u8; 1000];
+            dst_far.read_exact(&mut rest).unwrap();
+            first.extend(rest);
+            first
+        });
+        let source = std::thread::spawn(move || {
+            src_far.write_all(&body(1000)).unwrap();
+            first_seen.recv().unwrap();
+            src_far.write_all(&body(1000)).unwrap();
+            src_far
+        });
+        let outcome = engine
+            .transfer(&src, &dst, request(b"HEAD", Limit::Bytes(2000)), &stats)
+            .await;
+        assert_eq!(outcome.ending, Ending::Done);
+        let got = client.join().unwrap();
+        let _ = source.join();
+        assert_eq!(&got[..4], b"HEAD");
+        assert_eq!(&got[4..1004], &body(1000)[..]);
+    });
+}

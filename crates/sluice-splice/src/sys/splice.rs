@@ -71,18 +71,10 @@ pub(crate) fn splice_to_pipe(src: BorrowedFd<'_>, pipe: &Pipe, len: usize) -> io
     )?)
 }
 
-/// Moves up to `len` bytes from `pipe` to the socket `dst`. `more` sets SPLICE_F_MORE: more
-/// bytes follow at once, so TCP may hold a partial segment back.
-pub(crate) fn splice_from_pipe(
-    pipe: &Pipe,
-    dst: BorrowedFd<'_>,
-    len: usize,
-    more: bool,
-) -> io::Result<usize> {
-    let mut flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
-    if more {
-        flags |= SpliceFlags::MORE;
-    }
+/// Moves up to `len` bytes from `pipe` to the socket `dst`. Without SPLICE_F_MORE: a partial
+/// segment leaves at once rather than waiting for bytes a paused source may not send soon.
+pub(crate) fn splice_from_pipe(pipe: &Pipe, dst: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
     Ok(rustix::pipe::splice(
         &pipe.read, None, dst, None, len, flags,
     )?)
