@@ -146,11 +146,15 @@ fn client(proxy: SocketAddr, size: usize, stop: &AtomicBool, done: &AtomicU64) {
     }
 }
 
-/// A minimal origin: every request on every connection gets the same `size`-byte response.
+/// A minimal origin: every request on every connection gets the same `size`-byte response,
+/// marked uncacheable.
 fn start_origin(size: usize) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind origin");
     let addr = listener.local_addr().expect("origin address");
-    let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n").into_bytes();
+    // no-store: every request must cross the engine, never a cache.
+    let mut response =
+        format!("HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: {size}\r\n\r\n")
+            .into_bytes();
     response.extend((0..size).map(|i| (i % 251) as u8));
     let response = Arc::new(response);
     thread::spawn(move || {
