@@ -281,6 +281,12 @@ pub fn run_wire(args: WireArgs) -> Result<(), WanError> {
     // After the last `ip` command: children would inherit the blocked signals.
     let signals = SignalFd::new(&[libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .map_err(|source| WanError::io("cannot create the wire's signalfd", source))?;
+    // nice -10: the wire is the network; if the loads it carries (same machine, same CPUs)
+    // starve it, every emulated delay grows by their time slice. Not real-time priority: a
+    // flood through the wire must not be able to lock up the machine.
+    if let Err(e) = rustix::process::setpriority_process(None, -10) {
+        eprintln!("wire: cannot raise priority ({e}); delays will include scheduling noise");
+    }
     detach_stdout()?;
     eprintln!(
         "wire {}: forwarding {} link(s), profile {}, seed {}",

@@ -41,7 +41,14 @@ pub struct DirectionCounters {
     pub late_max_ns: u64,
     /// Most per-flow rate limiters alive at once.
     pub flows_max: u64,
+    /// Deliveries by lateness: under 50 us, 100 us, 200 us, 500 us, 1 ms, 2 ms, 5 ms, and more.
+    pub late_histogram: [u64; 8],
 }
+
+/// Upper bounds of the [`DirectionCounters::late_histogram`] buckets but the last, in ns.
+pub const LATE_BUCKETS_NS: [u64; 7] = [
+    50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000,
+];
 
 impl DirectionCounters {
     /// Measured loss rate among frames the loss model judged.
@@ -52,6 +59,30 @@ impl DirectionCounters {
     /// Measured P(drop | previous dropped).
     pub fn conditional_loss(&self) -> f64 {
         self.lost_after_loss as f64 / self.after_loss.max(1) as f64
+    }
+
+    /// Counts a delivery `late_ns` after its due time.
+    pub fn record_late(&mut self, late_ns: u64) {
+        self.late_total_ns += late_ns;
+        self.late_max_ns = self.late_max_ns.max(late_ns);
+        let bucket = LATE_BUCKETS_NS
+            .iter()
+            .position(|&b| late_ns < b)
+            .unwrap_or(7);
+        self.late_histogram[bucket] += 1;
+    }
+
+    /// The lateness under which `share` (0.5, 0.99) of deliveries fell: a bucket bound.
+    pub fn late_quantile_ns(&self, share: f64) -> u64 {
+        let total: u64 = self.late_histogram.iter().sum();
+        let mut seen = 0;
+        for (i, count) in self.late_histogram.iter().enumerate() {
+            seen += count;
+            if total > 0 && seen as f64 >= share * total as f64 {
+                return LATE_BUCKETS_NS.get(i).copied().unwrap_or(u64::MAX);
+            }
+        }
+        0
     }
 
     /// Mean lateness of deliveries in microseconds.

@@ -377,15 +377,27 @@ fn is_our_wire(pid: u32, prefix: &str) -> bool {
         return false;
     };
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit_once(')')
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    !zombie
+    !is_zombie(pid)
         && args.contains(&b"wire".as_slice())
         && args
             .windows(2)
             .any(|w| w[0] == b"--prefix" && w[1] == prefix.as_bytes())
+}
+
+/// Whether `pid` is our wire or a process on its way out. An exiting process has an empty
+/// cmdline (its memory is gone) and can spend ~100 ms in state D while the kernel destroys its
+/// TAP devices (RTNL lock, RCU grace periods): until it is a zombie, devices may remain.
+fn wire_or_exiting(pid: u32, prefix: &str) -> bool {
+    let exiting = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
+        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !is_zombie(pid);
+    exiting || is_our_wire(pid, prefix)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
 }
 
 /// Whether the test bed's wire process is running.
@@ -444,12 +456,16 @@ fn stop_wire(pid: u32, prefix: &str) {
     else {
         return;
     };
-    if !is_our_wire(pid, prefix) {
+    if !wire_or_exiting(pid, prefix) {
         return;
     }
-    let _ = rustix::process::kill_process(process, rustix::process::Signal::TERM);
+    if is_our_wire(pid, prefix) {
+        let _ = rustix::process::kill_process(process, rustix::process::Signal::TERM);
+    }
     if !wait_gone(pid, prefix, Duration::from_secs(3)) {
-        let _ = rustix::process::kill_process(process, rustix::process::Signal::KILL);
+        if is_our_wire(pid, prefix) {
+            let _ = rustix::process::kill_process(process, rustix::process::Signal::KILL);
+        }
         wait_gone(pid, prefix, Duration::from_secs(3));
     }
 }
@@ -459,12 +475,12 @@ fn stop_wire(pid: u32, prefix: &str) {
 fn wait_gone(pid: u32, prefix: &str, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if !is_our_wire(pid, prefix) {
+        if !wire_or_exiting(pid, prefix) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    !is_our_wire(pid, prefix)
+    !wire_or_exiting(pid, prefix)
 }
 
 /// Asks a running wire for its counters (SIGUSR1) and waits up to a second for the file.

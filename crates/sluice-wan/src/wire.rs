@@ -386,8 +386,7 @@ impl Wire {
                 Ok(_) => {
                     d.counters.frames_out += 1;
                     d.counters.bytes_out += pending.frame.len() as u64;
-                    d.counters.late_total_ns += late;
-                    d.counters.late_max_ns = d.counters.late_max_ns.max(late);
+                    d.counters.record_late(late);
                 }
                 Err(_) => d.counters.write_errors += 1,
             }

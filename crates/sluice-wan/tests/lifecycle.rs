@@ -1,0 +1,117 @@
+//! `net up|status|down` leave nothing behind: no namespace, TAP device, process or file, also
+//! after `kill -9` of the wire.
+
+mod common;
+
+use std::process::Command;
+
+use common::{root_or_skip, Bed, BIN};
+
+fn leftovers(prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for host in ["client", "proxy", "server"] {
+        let ns = format!("/run/netns/{prefix}-{host}");
+        if std::path::Path::new(&ns).exists() {
+            found.push(ns);
+        }
+    }
+    for entry in std::fs::read_dir("/sys/class/net").unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{prefix}-")) {
+            found.push(format!("device {name}"));
+        }
+    }
+    for file in [".json", ".log", ".counters.json"] {
+        let path = format!("/run/sluice-lab/{prefix}{file}");
+        if std::path::Path::new(&path).exists() {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes; it has no fds, so no TAP.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[test]
+fn down_removes_everything() {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up("slwtl", "proxy", "description = \"t\"\n");
+    let pid = bed.wire_pid();
+    assert!(alive(pid));
+    let status = Command::new(BIN)
+        .args(["net", "status", "--prefix", "slwtl"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("running") && status.contains("client->proxy"),
+        "{status}"
+    );
+    let out = bed.down();
+    assert!(
+        out.contains("proxy->server"),
+        "down prints the last counters: {out}"
+    );
+    assert!(!alive(pid), "wire {pid} still running");
+    assert_eq!(leftovers("slwtl"), Vec::<String>::new());
+}
+
+#[test]
+fn down_after_kill_9_of_the_wire() {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up("slwtk", "proxy", "description = \"t\"\n");
+    let pid = bed.wire_pid();
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = Command::new(BIN)
+        .args(["net", "status", "--prefix", "slwtk"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("NOT running"));
+    bed.down();
+    assert!(!alive(pid));
+    assert_eq!(leftovers("slwtk"), Vec::<String>::new());
+}
+
+#[test]
+fn no_route_from_client_to_server_but_through_the_proxy_host() {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up("slwtn", "proxy", "description = \"t\"\n");
+    let connect = |ns: String, to: &'static str| {
+        sluice_wan::netns::within(&ns, move || {
+            std::net::TcpStream::connect_timeout(
+                &to.parse().unwrap(),
+                std::time::Duration::from_millis(300),
+            )
+            .map(|_| ())
+            .map_err(|e| e.kind())
+        })
+        .unwrap()
+    };
+    let listener = sluice_wan::netns::within(&bed.netns("server"), || {
+        std::net::TcpListener::bind("10.201.2.2:8080")
+    })
+    .unwrap()
+    .unwrap();
+    assert!(
+        connect(bed.netns("proxy"), "10.201.2.2:8080").is_ok(),
+        "proxy reaches server"
+    );
+    let from_client = connect(bed.netns("client"), "10.201.2.2:8080");
+    assert!(from_client.is_err(), "client reached the server directly");
+    drop(listener);
+}
