@@ -2,8 +2,11 @@
 //!
 //! ```text
 //! client=127.0.0.1:50412 method=GET target="http://127.0.0.1:8080/a" status=200 bytes=8342
-//!   upstream=127.0.0.1:8080 engine=copy timers_ms=0.04/0.21/0.90/1.25 term=--
+//!   upstream=127.0.0.1:8080 engine=copy cache=miss timers_ms=0.04/0.21/0.90/1.25 term=--
 //! ```
+//! `cache` is what the cache did: `hit`, `revalidated` (stored entry confirmed by a 304), `miss`
+//! (fetched; stored if cacheable), `pass` (not cacheable, relayed by the engine), `purge`, or `-`
+//! (the cache took no part: other methods, cache off).
 //! `timers_ms` is head read / upstream connected / first response byte / total, each measured
 //! from the first byte of the request (or the accept); `-` where the phase was not reached.
 //! `bytes` counts what was sent to the client, head included. `term` is the [`Termination`] code.
@@ -26,6 +29,8 @@ pub(crate) struct AccessRecord {
     pub bytes: u64,
     pub upstream: Option<SocketAddr>,
     pub engine: &'static str,
+    /// What the cache did; see the module docs.
+    pub cache: &'static str,
     pub head_read: Option<Duration>,
     pub connected: Option<Duration>,
     pub first_byte: Option<Duration>,
@@ -46,6 +51,7 @@ impl AccessRecord {
             bytes: 0,
             upstream: None,
             engine,
+            cache: "-",
             head_read: None,
             connected: None,
             first_byte: None,
@@ -84,7 +90,7 @@ impl fmt::Display for AccessRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "client={} method={} target={:?} status={} bytes={} upstream={} engine={} \
+            "client={} method={} target={:?} status={} bytes={} upstream={} engine={} cache={} \
              timers_ms={}/{}/{}/{} term={}",
             self.client,
             self.method,
@@ -94,6 +100,7 @@ impl fmt::Display for AccessRecord {
             self.upstream
                 .map_or_else(|| String::from("-"), |a| a.to_string()),
             self.engine,
+            self.cache,
             Millis(self.head_read),
             Millis(self.connected),
             Millis(self.first_byte),
@@ -129,6 +136,7 @@ mod tests {
             "bytes=0",
             "upstream=-",
             "engine=copy",
+            "cache=-",
             "timers_ms=-/-/-/-",
             "term=SC",
         ] {

@@ -188,6 +188,24 @@ pub enum ProxyError {
     /// The client's request body ended early or broke its framing.
     #[error("request body from the client ended early or was malformed")]
     RequestBody,
+    /// PURGE or STATS from a client outside `cache.purge_allow`.
+    #[error("client address {0} may not send PURGE or STATS (cache.purge_allow)")]
+    PurgeNotAllowed(IpAddr),
+    /// PURGE or STATS while `cache.enabled = false`.
+    #[error("PURGE and STATS need the cache, which is off (cache.enabled = false)")]
+    PurgeWithoutCache,
+    /// The client asked for only-if-cached and nothing usable is stored (RFC 9111 §5.2.1.7).
+    #[error("only-if-cached: no usable stored response")]
+    NotCached,
+    /// A response the proxy filled the cache with, to answer a Range or conditional request
+    /// from it, ended early or did not fit.
+    #[error("upstream {addr} response could not be stored to answer the request: {reason}")]
+    FillFailed {
+        /// The upstream.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ProxyError {
@@ -196,7 +214,12 @@ impl ProxyError {
         match self {
             ProxyError::BadRequest(e) => e.status(),
             ProxyError::RequestHeadTimeout(_) => 408,
-            ProxyError::ClientNotAllowed(_) | ProxyError::ConnectPortNotAllowed(_) => 403,
+            ProxyError::ClientNotAllowed(_)
+            | ProxyError::ConnectPortNotAllowed(_)
+            | ProxyError::PurgeNotAllowed(_) => 403,
+            ProxyError::PurgeWithoutCache => 405,
+            ProxyError::NotCached => 504,
+            ProxyError::FillFailed { .. } => 502,
             ProxyError::NotAbsoluteForm | ProxyError::RequestBody | ProxyError::IncompleteHead => {
                 400
             }
@@ -223,7 +246,11 @@ impl ProxyError {
             }
             ProxyError::ClientNotAllowed(_)
             | ProxyError::ConnectPortNotAllowed(_)
-            | ProxyError::ConnectOnReverse => Termination::by(Side::Proxy, Phase::Request),
+            | ProxyError::ConnectOnReverse
+            | ProxyError::PurgeNotAllowed(_)
+            | ProxyError::PurgeWithoutCache
+            | ProxyError::NotCached => Termination::by(Side::Proxy, Phase::Request),
+            ProxyError::FillFailed { .. } => Termination::by(Side::Upstream, Phase::Data),
             ProxyError::Resolve { .. } | ProxyError::Connect { .. } => {
                 Termination::by(Side::Upstream, Phase::Connect)
             }

@@ -1,6 +1,7 @@
 //! One HTTP exchange (not CONNECT): route, connect or reuse, send the request and its body, read
 //! the response head, move the response body, and decide what may be reused.
 
+use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -16,6 +17,7 @@ use crate::access_log::AccessRecord;
 use crate::body::{
     forward_chunked, forward_plain, BodyContext, BodyFailure, BodyOutcome, ChunkedMode,
 };
+use crate::cache;
 use crate::client::{answer_error, ClientConnection};
 use crate::error::{Phase, ProxyError, Side, Termination};
 use crate::route::{ListenerContext, Route};
@@ -42,23 +44,46 @@ pub(crate) async fn run(
         Ok(framing) => framing,
         Err(error) => return fail(conn, record, error.into()).await,
     };
-    let request_head = upstream_request_head(worker, &head, &route, conn.peer.ip());
     let exchange = Exchange {
         worker,
         listener,
         head: &head,
         route: &route,
         request_framing,
+        x_cache: Cell::new(None),
     };
+    if let Some(keep_alive) = cache::try_run(&exchange, conn, record).await {
+        return keep_alive;
+    }
+    let request_head = upstream_request_head(worker, &head, &route, conn.peer.ip());
     exchange.run(conn, request_head, record).await
 }
 
-struct Exchange<'a> {
-    worker: &'a Worker,
-    listener: &'a ListenerContext,
-    head: &'a RequestHead,
-    route: &'a Route,
-    request_framing: BodyFraming,
+pub(crate) struct Exchange<'a> {
+    pub worker: &'a Worker,
+    pub listener: &'a ListenerContext,
+    pub head: &'a RequestHead,
+    pub route: &'a Route,
+    pub request_framing: BodyFraming,
+    /// The `X-Cache` value added to the client's response head, when the cache took part.
+    pub x_cache: Cell<Option<&'static str>>,
+}
+
+/// A response head read from an upstream, with the connection it came on.
+pub(crate) struct UpstreamResponse {
+    pub stream: TcpStream,
+    pub addr: SocketAddr,
+    pub head: ResponseHead,
+    /// Bytes read past the head: the start of the body.
+    pub buf: Vec<u8>,
+}
+
+/// How a response body is framed on both sides.
+pub(crate) struct ResponsePlan {
+    pub framing: BodyFraming,
+    pub upstream_persistent: bool,
+    pub dechunk: bool,
+    pub keep_client: bool,
 }
 
 /// How sending the request failed.
@@ -80,12 +105,29 @@ impl Exchange<'_> {
         }
     }
 
-    async fn run(
+    /// Sends the request upstream and relays the response: the path without the cache.
+    pub(crate) async fn run(
         &self,
         conn: &mut ClientConnection,
         request_head: Vec<u8>,
         record: &mut AccessRecord,
     ) -> bool {
+        let response = match self.fetch(conn, request_head, record).await {
+            Ok(response) => response,
+            Err(keep_alive) => return keep_alive,
+        };
+        cache::invalidate_after(self, &response.head);
+        self.relay(conn, response, record).await
+    }
+
+    /// Sends the request (and its body) upstream and reads the response head. `Err` carries
+    /// the exchange's result when it already ended: an error answered, or the client gone.
+    pub(crate) async fn fetch(
+        &self,
+        conn: &mut ClientConnection,
+        request_head: Vec<u8>,
+        record: &mut AccessRecord,
+    ) -> Result<UpstreamResponse, bool> {
         let addrs = match self
             .worker
             .resolver
@@ -93,7 +135,7 @@ impl Exchange<'_> {
             .await
         {
             Ok(addrs) => addrs,
-            Err(error) => return fail(conn, record, error).await,
+            Err(error) => return Err(fail(conn, record, error).await),
         };
         // A reused connection may have been closed by the upstream just as we picked it; a
         // request without a body that got no byte back is then safely sent once more on a new
@@ -101,11 +143,11 @@ impl Exchange<'_> {
         let retryable =
             self.request_framing == BodyFraming::Empty && self.head.method.is_idempotent();
         let mut attempt = 0;
-        let (upstream, addr, response, mut upstream_buf) = loop {
+        let (stream, addr, head, buf) = loop {
             attempt += 1;
             let (upstream, addr, reused) = match self.checkout(&addrs).await {
                 Ok(found) => found,
-                Err(error) => return fail(conn, record, error).await,
+                Err(error) => return Err(fail(conn, record, error).await),
             };
             record.upstream = Some(addr);
             record.connected = record.elapsed();
@@ -123,7 +165,7 @@ impl Exchange<'_> {
                     .is_err()
                 {
                     record.termination = Termination::by(Side::Client, Phase::Headers);
-                    return false;
+                    return Err(false);
                 }
             }
             match self
@@ -133,56 +175,94 @@ impl Exchange<'_> {
                 Ok(()) => {}
                 Err(SendFailure::Upstream(_)) if may_retry => continue,
                 Err(SendFailure::Upstream(source)) => {
-                    return fail(conn, record, ProxyError::UpstreamWrite { addr, source }).await
+                    return Err(
+                        fail(conn, record, ProxyError::UpstreamWrite { addr, source }).await,
+                    )
                 }
-                Err(SendFailure::BadBody(error)) => return fail(conn, record, error.into()).await,
+                Err(SendFailure::BadBody(error)) => {
+                    return Err(fail(conn, record, error.into()).await)
+                }
                 Err(SendFailure::Client(termination)) => {
                     record.termination = termination;
                     record.error = Some(String::from("client request body ended early"));
-                    return false;
+                    return Err(false);
                 }
             }
             let mut buf = Vec::new();
             match self.read_response_head(&upstream, &mut buf, addr).await {
                 Ok(response) => break (upstream, addr, response, buf),
                 Err(ProxyError::UpstreamClosed { .. }) if may_retry => continue,
-                Err(error) => return fail(conn, record, error).await,
+                Err(error) => return Err(fail(conn, record, error).await),
             }
         };
         record.first_byte = record.elapsed();
-        record.status = response.status;
-        let response_framing = match response.body_framing(&self.head.method) {
-            Ok(framing) => framing,
-            Err(source) => {
-                return fail(conn, record, ProxyError::BadResponse { addr, source }).await
-            }
-        };
-        let upstream_persistent =
-            response.keep_alive() && response_framing != BodyFraming::UntilClose;
-        let dechunk =
-            response_framing == BodyFraming::Chunked && self.head.version == Version::Http10;
+        record.status = head.status;
+        Ok(UpstreamResponse {
+            stream,
+            addr,
+            head,
+            buf,
+        })
+    }
+
+    /// How the response body is framed, and which connections stay open after it.
+    pub(crate) fn plan(&self, response: &UpstreamResponse) -> Result<ResponsePlan, ProxyError> {
+        let framing = response
+            .head
+            .body_framing(&self.head.method)
+            .map_err(|source| ProxyError::BadResponse {
+                addr: response.addr,
+                source,
+            })?;
+        let upstream_persistent = response.head.keep_alive() && framing != BodyFraming::UntilClose;
+        let dechunk = framing == BodyFraming::Chunked && self.head.version == Version::Http10;
         let keep_client = self.head.keep_alive()
             && !self.worker.shutdown.is_requested()
-            && response_framing != BodyFraming::UntilClose
+            && framing != BodyFraming::UntilClose
             && !dechunk;
-        let client_head = self.client_response_head(response, keep_client, dechunk);
+        Ok(ResponsePlan {
+            framing,
+            upstream_persistent,
+            dechunk,
+            keep_client,
+        })
+    }
+
+    /// Relays the response head and body to the client with the listener's engine.
+    pub(crate) async fn relay(
+        &self,
+        conn: &mut ClientConnection,
+        response: UpstreamResponse,
+        record: &mut AccessRecord,
+    ) -> bool {
+        let plan = match self.plan(&response) {
+            Ok(plan) => plan,
+            Err(error) => return fail(conn, record, error).await,
+        };
+        let UpstreamResponse {
+            stream: upstream,
+            addr,
+            head,
+            buf: mut upstream_buf,
+        } = response;
+        let client_head = self.client_response_head(head, plan.keep_client, plan.dechunk);
         let outcome = self
             .forward_response(
                 &upstream,
                 &conn.stream,
                 &mut upstream_buf,
                 client_head,
-                response_framing,
-                dechunk,
+                plan.framing,
+                plan.dechunk,
             )
             .await;
         record.bytes += outcome.written;
         match outcome.result {
             Ok(()) => {
-                if upstream_persistent && upstream_buf.is_empty() {
+                if plan.upstream_persistent && upstream_buf.is_empty() {
                     self.worker.pool.borrow_mut().put(addr, upstream);
                 }
-                keep_client
+                plan.keep_client
             }
             Err(failure) => {
                 // The client must never take a cut body for a whole one: close its connection
@@ -318,7 +398,7 @@ impl Exchange<'_> {
         }
     }
 
-    fn client_response_head(
+    pub(crate) fn client_response_head(
         &self,
         mut response: ResponseHead,
         keep_client: bool,
@@ -336,6 +416,9 @@ impl Exchange<'_> {
             response
                 .headers
                 .append("Via", format!("{} {via}", version_number(upstream_version)));
+        }
+        if let Some(x_cache) = self.x_cache.get() {
+            response.headers.set("X-Cache", x_cache);
         }
         if !keep_client {
             response.headers.set("Connection", "close");
@@ -377,7 +460,7 @@ impl Exchange<'_> {
 
 /// The request head sent upstream: origin-form, HTTP/1.1, hop-by-hop fields removed, Host set
 /// for forward mode, Via and (optionally) X-Forwarded-For added.
-fn upstream_request_head(
+pub(crate) fn upstream_request_head(
     worker: &Worker,
     head: &RequestHead,
     route: &Route,
@@ -426,7 +509,7 @@ fn version_number(version: Version) -> &'static str {
 }
 
 /// Who ended a response body early: the upstream (its side of the transfer) or the client.
-fn response_failure_termination(failure: &BodyFailure) -> Termination {
+pub(crate) fn response_failure_termination(failure: &BodyFailure) -> Termination {
     match failure {
         BodyFailure::Parse(_) | BodyFailure::SourceClosed | BodyFailure::Source(_) => {
             Termination::by(Side::Upstream, Phase::Data)
@@ -436,7 +519,7 @@ fn response_failure_termination(failure: &BodyFailure) -> Termination {
     }
 }
 
-fn describe(failure: &BodyFailure) -> String {
+pub(crate) fn describe(failure: &BodyFailure) -> String {
     match failure {
         BodyFailure::Parse(error) => format!("invalid chunked framing: {error}"),
         BodyFailure::SourceClosed => String::from("source closed before the end"),
@@ -447,7 +530,11 @@ fn describe(failure: &BodyFailure) -> String {
 }
 
 /// Answers an error of our own, records it, and ends the client connection.
-async fn fail(conn: &mut ClientConnection, record: &mut AccessRecord, error: ProxyError) -> bool {
+pub(crate) async fn fail(
+    conn: &mut ClientConnection,
+    record: &mut AccessRecord,
+    error: ProxyError,
+) -> bool {
     answer_error(conn, record, error).await;
     false
 }

@@ -18,6 +18,8 @@
 
 mod access_log;
 mod body;
+mod cache;
+mod cache_fill;
 mod client;
 mod error;
 mod exchange;

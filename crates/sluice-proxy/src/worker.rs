@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_cache::{MemoryConfig, MemoryStore};
 use sluice_config::Config;
 use sluice_rt::net::{StreamOptions, TcpListener};
 use sluice_rt::{sleep, spawn, ShutdownHandle};
@@ -42,6 +43,8 @@ pub(crate) struct Worker {
     pub resolver: Resolver,
     pub stats: EngineStats,
     pub shutdown: ShutdownHandle,
+    /// This worker's share of the memory cache; `None` when `cache.enabled = false`.
+    pub cache: Option<RefCell<MemoryStore>>,
     open_connections: Cell<usize>,
     accepted: Cell<u64>,
     exchanges: Cell<u64>,
@@ -62,8 +65,13 @@ impl Worker {
             config.limits.upstream_idle_per_origin,
             config.timeouts.upstream_idle,
         );
+        let cache = config
+            .cache
+            .enabled
+            .then(|| RefCell::new(MemoryStore::new(memory_config(&config))));
         Worker {
             id,
+            cache,
             http_limits,
             stream_options,
             pool: RefCell::new(pool),
@@ -88,6 +96,19 @@ impl Worker {
             transfers: self.stats.transfers(),
             engine_bytes: self.stats.bytes(),
         }
+    }
+}
+
+/// This worker's memory store limits: an equal share of `cache.memory` per worker (stores are
+/// per worker, so no request takes a lock), objects up to `cache.max_object`.
+fn memory_config(config: &Config) -> MemoryConfig {
+    let workers = config.workers.max(1) as u64;
+    let max_object = config.cache.max_object as u64;
+    MemoryConfig {
+        budget_bytes: config.cache.memory as u64 / workers,
+        max_object_bytes: max_object,
+        max_fill_bytes: max_object,
+        ..MemoryConfig::default()
     }
 }
 
@@ -143,6 +164,26 @@ pub(crate) async fn run(
         );
     }
     worker.stats.log_summary(worker.id);
+    if let Some(cache) = &worker.cache {
+        let cache = cache.borrow();
+        let stats = cache.stats();
+        tracing::info!(
+            worker = worker.id,
+            entries = stats.entries,
+            bytes = stats.bytes,
+            budget = cache.config().budget_bytes,
+            hits = stats.hits,
+            revalidations = stats.revalidations,
+            misses = stats.misses,
+            collapsed = stats.collapsed,
+            fills_committed = stats.fills_committed,
+            fills_aborted = stats.fills_aborted,
+            fills_oversize = stats.fills_oversize,
+            evictions = stats.evictions,
+            invalidations = stats.invalidations,
+            "cache stats"
+        );
+    }
     worker.report()
 }
 
