@@ -186,13 +186,24 @@ async fn fetch_and_fill(
             return Fetched::Done(exchange.relay(conn, response, record).await);
         }
     };
-    let mut fill = fill;
-    fill.set_response(variant, &response.head, request_time, response_time);
     let max_object = exchange.worker.config.cache.max_object as u64;
     let mode = match response.head.body_framing(&Method::Get) {
-        Ok(BodyFraming::Length(n)) if selective && n <= max_object => FillMode::Silent,
+        Ok(BodyFraming::Length(n)) if n > max_object => {
+            // Announced too large to keep: relay it with the listener's engine (no copy), and
+            // let the next requests for the key pass straight through for a while.
+            fill.abort(
+                &mut cache.borrow_mut(),
+                AbortReason::Uncacheable,
+                SystemTime::now(),
+            );
+            record.cache = "pass";
+            return Fetched::Done(exchange.relay(conn, response, record).await);
+        }
+        Ok(BodyFraming::Length(_)) if selective => FillMode::Silent,
         _ => FillMode::Relay,
     };
+    let mut fill = fill;
+    fill.set_response(variant, &response.head, request_time, response_time);
     match cache_fill::run(exchange, cache, conn, response, fill, mode, record).await {
         FillOutcome::Relayed(keep_alive) => Fetched::Done(keep_alive),
         FillOutcome::Stored => Fetched::LookUpAgain,

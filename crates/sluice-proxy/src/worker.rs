@@ -150,6 +150,9 @@ pub(crate) async fn run(
         }
     }
     spawn(sweep_pool(worker.clone()));
+    if worker.cache.is_some() {
+        spawn(report_cache(worker.clone()));
+    }
     worker.shutdown.requested().await;
     let deadline = Instant::now() + SHUTDOWN_GRACE;
     // Shutdown is rare: polling the count beats wiring a notification through every exchange.
@@ -164,26 +167,7 @@ pub(crate) async fn run(
         );
     }
     worker.stats.log_summary(worker.id);
-    if let Some(cache) = &worker.cache {
-        let cache = cache.borrow();
-        let stats = cache.stats();
-        tracing::info!(
-            worker = worker.id,
-            entries = stats.entries,
-            bytes = stats.bytes,
-            budget = cache.config().budget_bytes,
-            hits = stats.hits,
-            revalidations = stats.revalidations,
-            misses = stats.misses,
-            collapsed = stats.collapsed,
-            fills_committed = stats.fills_committed,
-            fills_aborted = stats.fills_aborted,
-            fills_oversize = stats.fills_oversize,
-            evictions = stats.evictions,
-            invalidations = stats.invalidations,
-            "cache stats"
-        );
-    }
+    log_cache_stats(&worker);
     worker.report()
 }
 
@@ -219,6 +203,44 @@ async fn accept_loop(worker: Rc<Worker>, context: Rc<ListenerContext>, listener:
             }
         }
     }
+}
+
+/// How often a worker logs its cache counters at info (and once more at shutdown).
+const CACHE_REPORT_PERIOD: Duration = Duration::from_secs(60);
+
+async fn report_cache(worker: Rc<Worker>) {
+    let stop = worker.shutdown.clone();
+    let reporting = async {
+        loop {
+            sleep(CACHE_REPORT_PERIOD).await;
+            log_cache_stats(&worker);
+        }
+    };
+    futures_lite::future::or(reporting, stop.requested()).await;
+}
+
+fn log_cache_stats(worker: &Worker) {
+    let Some(cache) = &worker.cache else {
+        return;
+    };
+    let cache = cache.borrow();
+    let stats = cache.stats();
+    tracing::info!(
+        worker = worker.id,
+        entries = stats.entries,
+        bytes = stats.bytes,
+        budget = cache.config().budget_bytes,
+        hits = stats.hits,
+        revalidations = stats.revalidations,
+        misses = stats.misses,
+        collapsed = stats.collapsed,
+        fills_committed = stats.fills_committed,
+        fills_aborted = stats.fills_aborted,
+        fills_oversize = stats.fills_oversize,
+        evictions = stats.evictions,
+        invalidations = stats.invalidations,
+        "cache stats"
+    );
 }
 
 async fn sweep_pool(worker: Rc<Worker>) {

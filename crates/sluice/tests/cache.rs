@@ -478,3 +478,41 @@ fn purge_removes_the_entry_and_is_refused_outside_purge_allow() {
         403
     );
 }
+
+#[test]
+fn disabled_cache_forwards_everything_untouched() {
+    let origin = Origin::start(|_| Reply::with_length(200, &["Cache-Control: max-age=60"], b"d"));
+    let proxy = cache_proxy("[cache]\nenabled = false\n");
+    let url = origin.url("/off");
+    let mut client = RawClient::connect(proxy.addr());
+    for _ in 0..2 {
+        let response = get(&mut client, &url, &[]);
+        assert_eq!(response.header("X-Cache"), None, "{}", response.head_text);
+    }
+    assert_eq!(origin.requests().len(), 2);
+    let mut client = RawClient::connect(proxy.addr());
+    assert_eq!(request(&mut client, "PURGE", &url, &[]).status(), 405);
+}
+
+#[test]
+fn object_announced_over_max_object_is_relayed_and_passed() {
+    let body = body_of(300 * 1024);
+    let reply = body.clone();
+    let origin =
+        Origin::start(move |_| Reply::with_length(200, &["Cache-Control: max-age=60"], &reply));
+    let proxy = cache_proxy("[cache]\nmax_object = \"256KiB\"\n");
+    let url = origin.url("/large");
+    let mut client = RawClient::connect(proxy.addr());
+    for _ in 0..2 {
+        assert_eq!(get(&mut client, &url, &[]).body, body);
+    }
+    assert_eq!(origin.requests().len(), 2);
+    let stats = stats(&proxy);
+    assert_eq!(
+        (stats["entries"], stats["fills_committed"]),
+        (0, 0),
+        "{stats:?}"
+    );
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    assert!(logs.contains("cache=pass"), "{logs}");
+}
