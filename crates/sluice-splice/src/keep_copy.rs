@@ -11,10 +11,14 @@
 //!
 //! tee(2) always duplicates from the head of pipe A, so A is kept as "already teed" bytes
 //! followed by "not yet teed" ones: new bytes are teed only once the teed ones have left for the
-//! destination. Pipe B is sized from `max_unread` (the paper's max2cache): when the sink is slow
-//! B fills, tee fails with EAGAIN, nothing more leaves A, A fills, and the source is no longer
-//! read, so a slow sink pauses forwarding instead of growing memory. The sink is called only
-//! once `min_read` bytes are waiting (the paper's min2read), or at the end.
+//! destination. At most `max_unread` bytes (the paper's max2cache) may wait in B, counted in
+//! bytes by us since a pipe counts slots and a slot spliced from a socket can hold tens of KiB:
+//! when the sink is slow, tee stops, nothing more leaves A, A fills, and the source is no
+//! longer read, so a slow sink pauses forwarding instead of growing memory. The sink is called
+//! only once `min_read` bytes are waiting (the paper's min2read), or at the end.
+//!
+//! Not yet used by the proxy: the cache (sluice-cache) is its intended caller. Pipe B is
+//! opened per transfer, outside the worker's pool.
 //!
 //! If the destination aborts, the source is still read to the end and the sink still gets the
 //! whole body: a client abort does not cost the cache its copy.

@@ -66,13 +66,32 @@ fn sized_origin() -> Origin {
         let mut parts = path.trim_start_matches('/').split('/');
         let framing = parts.next().unwrap_or("");
         let len: usize = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        let body = body(len);
-        match framing {
-            "chunked" => Reply::chunked(&body, 100_000),
-            "close" => Reply::close_delimited(&body),
-            _ => Reply::ok(&body),
-        }
+        uncacheable(match framing {
+            "chunked" => Reply::chunked(&body(len), 100_000),
+            "close" => Reply::close_delimited(&body(len)),
+            _ => Reply::ok(&body(len)),
+        })
     })
+}
+
+/// The reply with `Cache-Control: no-store` added: these tests are about the engines, so every
+/// response must cross one, whatever cache the proxy has.
+fn uncacheable(reply: Reply) -> Reply {
+    let mark = |bytes: Vec<u8>| {
+        let at = bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a status line");
+        let mut out = bytes[..at + 2].to_vec();
+        out.extend_from_slice(b"Cache-Control: no-store\r\n");
+        out.extend_from_slice(&bytes[at + 2..]);
+        out
+    };
+    match reply {
+        Reply::Raw(bytes) => Reply::Raw(mark(bytes)),
+        Reply::RawThenClose(bytes) => Reply::RawThenClose(mark(bytes)),
+        other => other,
+    }
 }
 
 /// The logs must not show a fallback: the engine asked for is the engine that ran.
@@ -186,7 +205,9 @@ fn pipelined_responses_in_order(engine: &str) {
     let origin = Origin::start(move |request| {
         let seq: usize = request.head_text().contains("/2 ") as usize * 2
             + request.head_text().contains("/1 ") as usize;
-        Reply::with_length(200, &[&format!("X-Seq: {seq}")], &body_of(sizes[seq]))
+        let seq_header = format!("X-Seq: {seq}");
+        let headers = [seq_header.as_str(), "Cache-Control: no-store"];
+        Reply::with_length(200, &headers, &body_of(sizes[seq]))
     });
     let proxy = proxy(engine, 443);
     let mut client = RawClient::connect(proxy.addr());
@@ -238,7 +259,7 @@ fn connect_tunnel_both_ways(engine: &str) {
 }
 
 fn client_abort_closes_the_upstream(engine: &str) {
-    let origin = Origin::start(|_| Reply::ok(&body(BIG)));
+    let origin = Origin::start(|_| uncacheable(Reply::ok(&body(BIG))));
     let proxy = proxy(engine, 443);
     {
         // Read a little of the body, then hang up with the rest unread (a reset).
@@ -248,7 +269,7 @@ fn client_abort_closes_the_upstream(engine: &str) {
         client.read_exact(&mut some).unwrap();
     }
     // The aborted upstream connection must not be pooled: the next request opens a new one.
-    let small = Origin::start(|_| Reply::ok(b"small"));
+    let small = Origin::start(|_| uncacheable(Reply::ok(b"small")));
     let mut client = RawClient::connect(proxy.addr());
     client.send(&get(&small.url("/")));
     assert_eq!(client.read_response(&Method::Get).body, b"small");
@@ -277,7 +298,7 @@ fn upstream_abort_never_looks_complete(engine: &str) {
             out = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n".to_vec();
         }
         out.extend_from_slice(&body_of(300_000));
-        Reply::RawThenClose(out)
+        uncacheable(Reply::RawThenClose(out))
     });
     let proxy = proxy(engine, 443);
     let mut client = RawClient::connect(proxy.addr());
