@@ -7,5 +7,6 @@
 //! Each function takes or returns owned/borrowed fds and `io::Result`, one file per mechanism,
 //! as `sluice-rt/src/sys/` does.
 
+pub mod sched;
 pub mod signal;
 pub mod tun;
