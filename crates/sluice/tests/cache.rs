@@ -516,3 +516,78 @@ fn object_announced_over_max_object_is_relayed_and_passed() {
     let logs = proxy.wait_for_log_count("sluice::access", 2);
     assert!(logs.contains("cache=pass"), "{logs}");
 }
+
+#[test]
+fn only_if_cached_without_an_entry_is_a_504_and_the_origin_is_not_asked() {
+    let origin = Origin::start(|_| Reply::with_length(200, &["Cache-Control: max-age=60"], b"o"));
+    let proxy = cache_proxy("");
+    let url = origin.url("/only");
+    let mut client = RawClient::connect(proxy.addr());
+    let response = get(&mut client, &url, &["Cache-Control: only-if-cached"]);
+    assert_eq!(response.status(), 504);
+    assert!(origin.requests().is_empty());
+    let mut client = RawClient::connect(proxy.addr());
+    get(&mut client, &url, &[]);
+    let cached = get(&mut client, &url, &["Cache-Control: only-if-cached"]);
+    assert_eq!(
+        (cached.status(), x_cache(&cached)),
+        (200, String::from("HIT"))
+    );
+    assert_eq!(origin.requests().len(), 1);
+}
+
+#[test]
+fn revalidation_answered_with_200_replaces_the_entry() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let origin = Origin::start(move |_| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        let etag = format!("ETag: \"v{n}\"");
+        Reply::with_length(
+            200,
+            &[&etag, "Cache-Control: max-age=0"],
+            format!("v{n}").as_bytes(),
+        )
+    });
+    let proxy = cache_proxy("");
+    let url = origin.url("/changing");
+    let mut client = RawClient::connect(proxy.addr());
+    assert_eq!(get(&mut client, &url, &[]).body, b"v0");
+    let changed = get(&mut client, &url, &[]);
+    assert_eq!(
+        (x_cache(&changed), changed.body),
+        (String::from("MISS"), b"v1".to_vec())
+    );
+    let requests = origin.requests();
+    assert!(requests[1].head_text().contains("If-None-Match: \"v0\""));
+    // The stored entry is now v1: the next revalidation names it.
+    get(&mut client, &url, &[]);
+    assert!(origin.requests()[2]
+        .head_text()
+        .contains("If-None-Match: \"v1\""));
+}
+
+#[test]
+fn http10_client_gets_a_cacheable_chunked_response_dechunked_then_a_hit() {
+    let body = body_of(20_000);
+    let mut raw =
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    for piece in body.chunks(3000) {
+        raw.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        raw.extend_from_slice(piece);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"0\r\n\r\n");
+    let origin = Origin::start(move |_| Reply::Raw(raw.clone()));
+    let proxy = cache_proxy("");
+    let url = origin.url("/old");
+    let mut client = RawClient::connect(proxy.addr());
+    client.send(format!("GET {url} HTTP/1.0\r\n\r\n").as_bytes());
+    assert!(client.read_to_end().ends_with(&body));
+    let mut client = RawClient::connect(proxy.addr());
+    client.send(format!("GET {url} HTTP/1.0\r\n\r\n").as_bytes());
+    let hit = client.read_response(&Method::Get);
+    assert_eq!((x_cache(&hit), hit.body), (String::from("HIT"), body));
+    assert_eq!(origin.requests().len(), 1);
+}
