@@ -355,3 +355,53 @@ engine_scenarios!(copy, "copy");
 engine_scenarios!(splice, "splice");
 engine_scenarios!(sockmap, "sockmap");
 engine_scenarios!(auto, "auto");
+
+/// With the pool at its bound, a transfer is copied, byte-exact, and the fallback is logged
+/// with its reason: never silent.
+#[test]
+fn an_empty_pipe_pool_falls_back_to_copy_loudly() {
+    let origin = Origin::start(|_| uncacheable(Reply::ok(&body_of(8 << 20))));
+    let config = "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"forward\"\n\
+                  [access]\nallow = [\"127.0.0.0/8\"]\n\
+                  [transfer]\nengine = \"splice\"\npipe_pool = 1\n";
+    let proxy = Proxy::start(Path::new(env!("CARGO_BIN_EXE_sluice")), config);
+    // Client A takes the only pipe: its transfer is running once the head arrived, and it
+    // stalls there because A reads nothing more for now.
+    let mut a = TcpStream::connect(proxy.addr()).unwrap();
+    a.write_all(&get(&origin.url("/a"))).unwrap();
+    let mut first = [0u8; 1];
+    a.read_exact(&mut first).unwrap();
+    // Client B finds the pool empty.
+    let mut b = RawClient::connect(proxy.addr());
+    b.send(&get(&origin.url("/b")));
+    assert_bytes(
+        &b.read_response(&Method::Get).body,
+        &body_of(8 << 20),
+        "B, copied",
+    );
+    let logs = proxy.wait_for_log("reason=\"no-pipe\"");
+    assert!(logs.contains("engine fell back"), "{logs}");
+    // A still gets its whole response, spliced.
+    a.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut response = first.to_vec();
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut head_end = None;
+    loop {
+        if head_end.is_none() {
+            head_end = response
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map(|at| at + 4);
+        }
+        if let Some(at) = head_end {
+            if response.len() >= at + (8 << 20) {
+                assert_bytes(&response[at..], &body_of(8 << 20), "A, spliced");
+                return;
+            }
+        }
+        let n = a.read(&mut chunk).expect("read A's response");
+        assert!(n > 0, "A's response ended after {} bytes", response.len());
+        response.extend_from_slice(&chunk[..n]);
+    }
+}
