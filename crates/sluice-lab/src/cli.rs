@@ -33,6 +33,10 @@ enum Command {
     Load(Box<LoadArgs>),
     /// The yardstick: one matrix against no proxy, sluice, HAProxy, nginx and Squid.
     Peers(PeersArgs),
+    /// Client, proxy and server hosts in network namespaces joined by an emulated WAN (root).
+    Net(sluice_wan::NetArgs),
+    /// The WAN emulator process of a test bed (`net up` starts it).
+    Wire(sluice_wan::WireArgs),
 }
 
 /// Requests name their body: `/size/65536` (or `X-Size: 65536`), plus query controls
@@ -216,6 +220,8 @@ pub fn main() -> ExitCode {
         Command::Origin(args) => run_origin(args),
         Command::Load(args) => run_load(*args),
         Command::Peers(args) => run_peers_command(args),
+        Command::Net(args) => sluice_wan::run_net(args).map_err(anyhow::Error::from),
+        Command::Wire(args) => sluice_wan::run_wire(args).map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
