@@ -18,7 +18,9 @@
 //!
 //! Invariants of a `Config` that loaded: at least one listener, no two listeners on one address
 //! (port 0 aside), reverse listeners have upstreams and forward ones have none, `workers >= 1`,
-//! every timeout is non-zero, `access.allow` is non-empty, `log.level` is a known level.
+//! every timeout is non-zero, `access.allow` is non-empty, `log.level` is a known level,
+//! `cache.memory` is at least 1 MiB and at least `cache.max_object`, `cache.disk_dir` (if set) is
+//! absolute.
 //! Unknown keys are errors everywhere, and an absent key takes the default documented in
 //! `docs/CONFIG.md`. [`Config::warnings`] lists what is allowed but probably a mistake.
 //!

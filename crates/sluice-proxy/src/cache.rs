@@ -425,3 +425,25 @@ async fn purge(
     };
     answer_text(exchange, conn, record, status, reason, &body).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_http::{parse_request, Limits, Parsed};
+
+    #[test]
+    fn whole_object_request_drops_range_and_preconditions_only() {
+        let raw = b"GET http://h/a HTTP/1.1\r\nHost: h\r\nRange: bytes=0-1\r\n\
+                    If-None-Match: \"x\"\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+                    Accept-Encoding: gzip\r\n\r\n";
+        let Ok(Parsed::Complete { head, .. }) = parse_request(raw, &Limits::default()) else {
+            panic!("test request parses");
+        };
+        let request = whole_object_request(&head);
+        for name in CLIENT_SELECTORS {
+            assert!(!request.headers.contains(name), "{name} kept");
+        }
+        assert!(request.headers.contains("accept-encoding"));
+        assert!(request.headers.contains("host"));
+    }
+}

@@ -4,9 +4,11 @@
 //! The `sluice` binary builds a [`Server`] from a `sluice_config::Config`; each worker thread
 //! runs a `sluice_rt` runtime with its own listeners (SO_REUSEPORT), its own upstream pool and
 //! its own counters. For every request a worker parses the head with `sluice_http`, routes it
-//! (`route`), connects or reuses an upstream (`upstream`), sends the request and reads the
+//! (`route`), answers GET and HEAD from the worker's `sluice_cache` memory store when it can
+//! (`cache`), connects or reuses an upstream (`upstream`), sends the request and reads the
 //! response head (`exchange`), and hands bodies and tunnels to a `sluice_splice` engine
-//! (`body`, `tunnel`). One access-log line per exchange follows (`access_log`).
+//! (`body`, `tunnel`), or copies a cacheable body into the store while relaying it
+//! (`cache_fill`). One access-log line per exchange follows (`access_log`).
 //!
 //! Start with [`Server::start`]; [`ProxyError`] lists every answer the proxy gives itself.
 //!
