@@ -99,11 +99,14 @@ pub(crate) async fn run(
         fill: Some(fill),
         verbatim: !plan.dechunk,
         written: 0,
+        charged: 0,
     };
     let result = copy.transfer(plan.framing, buf).await;
     record.bytes += copy.written;
     let fill = copy.fill.take();
     let client_open = copy.client_open;
+    // Gives back the fill's share of `Worker::fill_bytes` and the borrows of both sockets.
+    drop(copy);
     match result {
         Ok(leftover) => {
             let committed = fill.map(|fill| commit(cache, fill));
@@ -209,6 +212,17 @@ struct KeepCopy<'a> {
     /// payload).
     verbatim: bool,
     written: u64,
+    /// Bytes this fill added to `Worker::fill_bytes`, given back when the transfer ends.
+    charged: u64,
+}
+
+impl Drop for KeepCopy<'_> {
+    fn drop(&mut self) {
+        let worker = self.exchange.worker;
+        worker
+            .fill_bytes
+            .set(worker.fill_bytes.get().saturating_sub(self.charged));
+    }
 }
 
 impl KeepCopy<'_> {
@@ -303,19 +317,32 @@ impl KeepCopy<'_> {
         if bytes.is_empty() {
             return;
         }
-        if let Some(fill) = self.fill.as_mut() {
-            if fill.append(bytes).is_err() {
-                // Past cache.max_object: the fill stays failed; the client still gets it all.
-                let cache = self.exchange.worker.cache.as_ref();
-                if let (Some(fill), Some(cache)) = (self.fill.take(), cache) {
-                    fill.abort(
-                        &mut cache.borrow_mut(),
-                        AbortReason::Failed,
-                        SystemTime::now(),
-                    );
-                }
+        let Some(fill) = self.fill.as_mut() else {
+            return;
+        };
+        let worker = self.exchange.worker;
+        let budget = worker
+            .cache
+            .as_ref()
+            .map_or(0, |cache| cache.borrow().config().budget_bytes);
+        let held = worker.fill_bytes.get() + bytes.len() as u64;
+        // Past cache.max_object, or all fills together past the store's budget: drop this fill
+        // (it stays failed); the client still gets the whole body.
+        if held > budget || fill.append(bytes).is_err() {
+            if held > budget {
+                tracing::debug!(key = %fill.key(), "cache: fills in progress at the budget");
             }
+            if let (Some(fill), Some(cache)) = (self.fill.take(), worker.cache.as_ref()) {
+                fill.abort(
+                    &mut cache.borrow_mut(),
+                    AbortReason::Failed,
+                    SystemTime::now(),
+                );
+            }
+            return;
         }
+        worker.fill_bytes.set(held);
+        self.charged += bytes.len() as u64;
     }
 
     fn for_client(&mut self, bytes: &[u8]) {

@@ -45,6 +45,10 @@ pub(crate) struct Worker {
     pub shutdown: ShutdownHandle,
     /// This worker's share of the memory cache; `None` when `cache.enabled = false`.
     pub cache: Option<RefCell<MemoryStore>>,
+    /// Body bytes held by this worker's fills in progress, which the store does not charge;
+    /// kept within the store's budget by `cache_fill` (so the cache never holds more than about
+    /// twice `memory / workers`).
+    pub fill_bytes: Cell<u64>,
     open_connections: Cell<usize>,
     accepted: Cell<u64>,
     exchanges: Cell<u64>,
@@ -72,6 +76,7 @@ impl Worker {
         Worker {
             id,
             cache,
+            fill_bytes: Cell::new(0),
             http_limits,
             stream_options,
             pool: RefCell::new(pool),
