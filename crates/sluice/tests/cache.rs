@@ -591,3 +591,50 @@ fn http10_client_gets_a_cacheable_chunked_response_dechunked_then_a_hit() {
     assert_eq!((x_cache(&hit), hit.body), (String::from("HIT"), body));
     assert_eq!(origin.requests().len(), 1);
 }
+
+#[test]
+fn reverse_listener_caches_by_host_and_path() {
+    let origin = Origin::start(|r| {
+        Reply::with_length(
+            200,
+            &["Cache-Control: max-age=60"],
+            r.head.target.to_string().as_bytes(),
+        )
+    });
+    let proxy = common::reverse_proxy(&[&origin], "");
+    let mut client = RawClient::connect(proxy.addr());
+    let mut fetch = |path: &str, host: &str| {
+        client.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        client.read_response(&Method::Get)
+    };
+    assert_eq!(fetch("/r1", "site.example").body, b"/r1");
+    let hit = fetch("/r1", "site.example");
+    assert_eq!(
+        (x_cache(&hit), hit.body),
+        (String::from("HIT"), b"/r1".to_vec())
+    );
+    // Another Host is another key.
+    assert_eq!(x_cache(&fetch("/r1", "other.example")), "MISS");
+    assert_eq!(origin.requests().len(), 2);
+}
+
+#[test]
+fn unsafe_method_invalidates_its_same_origin_location() {
+    let origin = Origin::start(|r| {
+        if r.head.method == Method::Put {
+            return Reply::with_length(201, &["Location: /list"], b"");
+        }
+        Reply::with_length(200, &["Cache-Control: max-age=60"], b"list")
+    });
+    let proxy = cache_proxy("");
+    let list = origin.url("/list");
+    let mut client = RawClient::connect(proxy.addr());
+    get(&mut client, &list, &[]);
+    assert_eq!(x_cache(&get(&mut client, &list, &[])), "HIT");
+    let item = origin.url("/list/item");
+    client.send(
+        format!("PUT {item} HTTP/1.1\r\nHost: origin\r\nContent-Length: 2\r\n\r\nhi").as_bytes(),
+    );
+    assert_eq!(client.read_response(&Method::Put).status(), 201);
+    assert_eq!(x_cache(&get(&mut client, &list, &[])), "MISS");
+}
