@@ -119,6 +119,18 @@ fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
     );
 }
 
+/// The proxy's log lines that say something went wrong: warnings, errors, and access-log lines
+/// whose termination code is not `--`.
+fn trouble(proxy: &Proxy) -> String {
+    proxy
+        .logs()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || !l.contains("term=--"))
+        .filter(|l| !l.contains("listening"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn get(path_url: &str) -> Vec<u8> {
     format!("GET {path_url} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
 }
@@ -170,7 +182,12 @@ fn chunked_bodies(engine: &str) {
         // curl decodes 50 MiB of chunks in linear time; the test client re-parses per read.
         if curl_available() {
             let (code, out, err) = curl(&["-x", &proxy.url(), &origin.url("/chunked/52428800")]);
-            assert_eq!(code, 0, "{engine}: curl failed: {err}");
+            assert_eq!(
+                code,
+                0,
+                "{engine}: curl failed: {err}\nproxy:\n{}",
+                trouble(&proxy)
+            );
             assert!(out == *body(BIG), "{engine}: 50 MiB chunked body differs");
         } else {
             eprintln!("skipped: 50 MiB chunked needs curl");
