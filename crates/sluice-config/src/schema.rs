@@ -433,6 +433,10 @@ pub struct Cache {
     /// Directory of the disk tier; `None` (key absent) keeps the cache in memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_dir: Option<PathBuf>,
+    /// Byte budget of the disk tier for the whole process, shared out equally per worker;
+    /// used only with `disk_dir`.
+    #[serde(with = "units::size")]
+    pub disk_size: usize,
     /// After a client goes away mid-response, how many more body bytes the fill may read from
     /// the upstream to finish the cache entry.
     #[serde(with = "units::size")]
@@ -450,6 +454,7 @@ impl Default for Cache {
             memory: 256 << 20,
             max_object: 64 << 20,
             disk_dir: None,
+            disk_size: 1 << 30,
             fill_after_abort: 1 << 20,
             purge_allow: vec![loopback("127.0.0.0/8"), loopback("::1/128")],
         }

@@ -526,7 +526,7 @@ fn cache_defaults_are_on_in_memory() {
 #[test]
 fn cache_keys_load_and_round_trip() {
     let config = load(&forward_with(
-        "[cache]\nmemory = \"8MiB\"\nmax_object = \"1MiB\"\ndisk_dir = \"/var/cache/sluice\"\n\
+        "[cache]\nmemory = \"8MiB\"\nmax_object = \"1MiB\"\ndisk_dir = \"/var/cache/sluice\"\ndisk_size = \"2GiB\"\n\
          fill_after_abort = 0\npurge_allow = [\"10.0.0.1\"]\n",
     ));
     assert_eq!(config.cache.memory, 8 << 20);
@@ -536,6 +536,7 @@ fn cache_keys_load_and_round_trip() {
         Some(std::path::Path::new("/var/cache/sluice"))
     );
     assert_eq!(config.cache.fill_after_abort, 0);
+    assert_eq!(config.cache.disk_size, 2 << 30);
     assert_eq!(config.cache.purge_allow[0].to_string(), "10.0.0.1/32");
     assert_eq!(
         Config::from_toml_str(&config.to_toml_string(), "effective").unwrap(),

@@ -248,6 +248,13 @@ fn check_sizes(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
     ));
     minimums.push(size(
         "cache",
+        "disk_size",
+        config.cache.disk_size,
+        1024 * 1024,
+        "a smaller disk tier holds next to nothing; remove disk_dir to keep the cache in memory",
+    ));
+    minimums.push(size(
+        "cache",
         "max_object",
         config.cache.max_object,
         1,

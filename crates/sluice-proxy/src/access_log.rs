@@ -4,7 +4,7 @@
 //! client=127.0.0.1:50412 method=GET target="http://127.0.0.1:8080/a" status=200 bytes=8342
 //!   upstream=127.0.0.1:8080 engine=copy cache=miss timers_ms=0.04/0.21/0.90/1.25 term=--
 //! ```
-//! `cache` is what the cache did: `hit`, `revalidated` (stored entry confirmed by a 304), `miss`
+//! `cache` is what the cache did: `hit`, `hit-disk`, `revalidated` (stored entry confirmed by a 304), `miss`
 //! (fetched; stored if cacheable), `pass` (not cacheable, relayed by the engine), `purge`, or `-`
 //! (the cache took no part: other methods, cache off).
 //! `timers_ms` is head read / upstream connected / first response byte / total, each measured

@@ -11,8 +11,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use sluice_cache::policy::Verdict;
 use sluice_cache::policy::{self, BodySlice, NotStorableReason, Storability};
-use sluice_cache::{AbortReason, CacheKey, Fill, Lookup, MemoryStore, StoredEntry};
+use sluice_cache::{AbortReason, CacheKey, DiskHit, Fill, Lookup, MemoryStore, StoredEntry};
 use sluice_http::{BodyFraming, Method, RequestHead, ResponseHead};
 use sluice_rt::timeout;
 
@@ -65,7 +66,12 @@ pub(crate) fn invalidate_after(exchange: &Exchange<'_>, response: &ResponseHead)
         return;
     };
     for key in policy::invalidated_keys(exchange.head, response) {
-        let dropped = cache.borrow_mut().invalidate(&key);
+        let on_disk = exchange
+            .worker
+            .disk
+            .as_ref()
+            .map_or(0, |disk| disk.borrow_mut().invalidate(&key));
+        let dropped = cache.borrow_mut().invalidate(&key) + on_disk;
         if dropped > 0 {
             tracing::debug!(key = %key, dropped, "cache invalidated");
         }
@@ -100,10 +106,24 @@ async fn serve(
             Lookup::Pass => return pass(exchange, conn, record, "pass").await,
             // HEAD fills nothing (its response has no body to store) but is answered from a
             // GET's entry above.
-            Lookup::Miss | Lookup::Revalidate { .. }
-                if filled || exchange.head.method == Method::Head =>
-            {
+            Lookup::Miss if filled => return pass(exchange, conn, record, "miss").await,
+            Lookup::Revalidate { .. } if filled || exchange.head.method == Method::Head => {
                 return pass(exchange, conn, record, "miss").await;
+            }
+            Lookup::Miss if !filled => {
+                if let Some(hit) = disk_lookup(exchange, key) {
+                    return answer_from_disk(exchange, conn, record, hit).await;
+                }
+                if exchange.head.method == Method::Head {
+                    return pass(exchange, conn, record, "miss").await;
+                }
+                match cache.borrow_mut().begin_fill(key) {
+                    Ok(fill) => (fill, None),
+                    Err(wait) => {
+                        drop(wait);
+                        continue;
+                    }
+                }
             }
             Lookup::Miss => match cache.borrow_mut().begin_fill(key) {
                 Ok(fill) => (fill, None),
@@ -327,6 +347,83 @@ async fn answer_from_entry(
     }
 }
 
+/// A usable disk entry for the request: fresh, or stale but allowed. Stale ones that need
+/// validation are left to a fill, whose commit (and a later eviction) replaces them.
+fn disk_lookup(exchange: &Exchange<'_>, key: &CacheKey) -> Option<DiskHit> {
+    let disk = exchange.worker.disk.as_ref()?;
+    let hit = disk
+        .borrow_mut()
+        .lookup(key, exchange.head, SystemTime::now())?;
+    matches!(hit.verdict, Verdict::Fresh | Verdict::ServeStale).then_some(hit)
+}
+
+/// Bytes read from a disk file per blocking-pool call.
+const DISK_READ_SIZE: usize = 256 * 1024;
+
+/// Answers from a disk entry: the head as for a memory hit, the body read from the file on the
+/// blocking pool (the worker never waits on the disk) one piece at a time.
+async fn answer_from_disk(
+    exchange: &Exchange<'_>,
+    conn: &mut ClientConnection,
+    record: &mut AccessRecord,
+    hit: DiskHit,
+) -> bool {
+    let answer = policy::respond(exchange.head, &hit.meta, SystemTime::now());
+    record.status = answer.head.status;
+    record.cache = "hit-disk";
+    exchange.x_cache.set(Some("HIT"));
+    let keep_client = exchange.head.keep_alive() && !exchange.worker.shutdown.is_requested();
+    let head = exchange.client_response_head(answer.head, keep_client, false);
+    let (mut offset, mut left) = match answer.body {
+        BodySlice::Empty => (0, 0),
+        BodySlice::Bytes { offset, len } => (hit.body_offset + offset, len),
+    };
+    let idle = exchange.worker.config.timeouts.body_idle;
+    let mut pending = head;
+    let file = Arc::new(hit.file);
+    loop {
+        if left > 0 {
+            let want = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(DISK_READ_SIZE);
+            let reader = Arc::clone(&file);
+            let read = sluice_rt::spawn_blocking(move || {
+                let mut piece = vec![0u8; want];
+                std::os::unix::fs::FileExt::read_exact_at(&*reader, &mut piece, offset)
+                    .map(|()| piece)
+            })
+            .await;
+            let read = read.unwrap_or_else(|| Err(std::io::ErrorKind::BrokenPipe.into()));
+            match read {
+                Ok(piece) => {
+                    offset += piece.len() as u64;
+                    left -= piece.len() as u64;
+                    pending.extend_from_slice(&piece);
+                }
+                Err(error) => {
+                    // The file checked out at lookup; failing now (disk error, truncated
+                    // since) cuts the response, and the closed connection shows it.
+                    tracing::warn!(key = %hit.meta.key, %error, "disk cache read failed");
+                    record.termination = Termination::by(Side::Proxy, crate::error::Phase::Data);
+                    record.error = Some(format!("disk cache read failed: {error}"));
+                    return false;
+                }
+            }
+        }
+        match timeout(idle, conn.stream.write_all(&pending)).await {
+            Ok(Ok(())) => record.bytes += pending.len() as u64,
+            _ => {
+                record.termination = Termination::by(Side::Client, crate::error::Phase::Data);
+                return false;
+            }
+        }
+        pending.clear();
+        if left == 0 {
+            return keep_client;
+        }
+    }
+}
+
 /// STATS (any target): this worker's cache counters as one logfmt line, for clients in
 /// `cache.purge_allow`.
 async fn stats(
@@ -363,6 +460,27 @@ async fn stats(
             stats.evictions,
             stats.invalidations
         )
+    };
+    let line = match &exchange.worker.disk {
+        Some(disk) => {
+            let mut disk = disk.borrow_mut();
+            disk.poll();
+            let stats = disk.stats();
+            format!(
+                "{} disk_entries={} disk_bytes={} disk_hits={} disk_misses={} disk_writes={} \
+                 disk_write_errors={} disk_evictions={} disk_damaged={}\n",
+                line.trim_end(),
+                stats.entries,
+                stats.bytes,
+                stats.hits,
+                stats.misses,
+                stats.writes,
+                stats.write_errors,
+                stats.evictions,
+                stats.damaged
+            )
+        }
+        None => line,
     };
     answer_text(exchange, conn, record, 200, "OK", &line).await
 }
@@ -413,7 +531,12 @@ async fn purge(
         Ok(key) => key,
         Err(_) => return fail(conn, record, ProxyError::NotAbsoluteForm).await,
     };
-    let removed = cache.borrow_mut().invalidate(&key);
+    let on_disk = exchange
+        .worker
+        .disk
+        .as_ref()
+        .map_or(0, |disk| disk.borrow_mut().invalidate(&key));
+    let removed = cache.borrow_mut().invalidate(&key) + on_disk;
     let (status, reason, body) = if removed > 0 {
         (
             200,

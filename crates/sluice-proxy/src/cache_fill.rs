@@ -109,7 +109,7 @@ pub(crate) async fn run(
     drop(copy);
     match result {
         Ok(leftover) => {
-            let committed = fill.map(|fill| commit(cache, fill));
+            let committed = fill.map(|fill| commit(exchange, cache, fill));
             if plan.upstream_persistent && leftover.is_empty() {
                 exchange.worker.pool.borrow_mut().put(addr, upstream);
             }
@@ -170,12 +170,33 @@ pub(crate) async fn run(
 
 /// Commits `fill` with the length it received: the framing already checked that the body
 /// ended where it was announced to.
-fn commit(cache: &RefCell<MemoryStore>, fill: Fill) -> Result<Committed, sluice_cache::CacheError> {
+fn commit(
+    exchange: &Exchange<'_>,
+    cache: &RefCell<MemoryStore>,
+    fill: Fill,
+) -> Result<Committed, sluice_cache::CacheError> {
     let mut store = cache.borrow_mut();
     let key = fill.key().clone();
     let len = fill.len();
     let committed = fill.commit(&mut store, len);
     let budget = store.config().budget_bytes;
+    drop(store);
+    if let Some(disk) = &exchange.worker.disk {
+        // What memory gives up, or never took, goes to disk; the writes run on the tier's
+        // own threads.
+        let for_disk: Vec<Arc<StoredEntry>> = match &committed {
+            Ok(Committed::Stored { evicted }) => evicted.clone(),
+            Ok(Committed::TooLargeForMemory(entry)) => vec![Arc::clone(entry)],
+            Err(_) => Vec::new(),
+        };
+        let mut disk = disk.borrow_mut();
+        for entry in for_disk {
+            if let Err(error) = disk.store(entry) {
+                tracing::debug!(%error, "disk cache: not stored");
+            }
+        }
+    }
+    let store = cache.borrow();
     match &committed {
         Ok(Committed::Stored { evicted }) => tracing::debug!(
             key = %key,

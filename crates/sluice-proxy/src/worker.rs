@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_cache::{MemoryConfig, MemoryStore};
+use sluice_cache::{DiskConfig, DiskTier, MemoryConfig, MemoryStore};
 use sluice_config::Config;
 use sluice_rt::net::{StreamOptions, TcpListener};
 use sluice_rt::{sleep, spawn, ShutdownHandle};
@@ -49,6 +49,9 @@ pub(crate) struct Worker {
     /// kept within the store's budget by `cache_fill` (so the cache never holds more than about
     /// twice `memory / workers`).
     pub fill_bytes: Cell<u64>,
+    /// This worker's disk tier (`cache.disk_dir/worker-N`); `None` without `disk_dir` or when
+    /// it could not be opened (logged).
+    pub disk: Option<RefCell<DiskTier>>,
     open_connections: Cell<usize>,
     accepted: Cell<u64>,
     exchanges: Cell<u64>,
@@ -77,6 +80,7 @@ impl Worker {
             id,
             cache,
             fill_bytes: Cell::new(0),
+            disk: open_disk(id, &config),
             http_limits,
             stream_options,
             pool: RefCell::new(pool),
@@ -114,6 +118,41 @@ fn memory_config(config: &Config) -> MemoryConfig {
         max_object_bytes: max_object,
         max_fill_bytes: max_object,
         ..MemoryConfig::default()
+    }
+}
+
+/// Opens this worker's disk tier. Blocking (it scans and verifies the files): called once as
+/// the worker starts, before it serves anything.
+fn open_disk(id: usize, config: &Config) -> Option<RefCell<DiskTier>> {
+    let dir = config
+        .cache
+        .disk_dir
+        .as_ref()
+        .filter(|_| config.cache.enabled)?;
+    let disk = DiskConfig {
+        dir: dir.join(format!("worker-{id}")),
+        budget_bytes: config.cache.disk_size as u64 / config.workers.max(1) as u64,
+        max_object_bytes: config.cache.max_object as u64,
+        writer_threads: 1,
+        sync: false,
+        heuristic: MemoryConfig::default().heuristic,
+    };
+    match DiskTier::open(disk) {
+        Ok(tier) => {
+            let stats = tier.stats();
+            tracing::info!(
+                worker = id,
+                entries = stats.entries,
+                bytes = stats.bytes,
+                damaged = stats.damaged,
+                "disk cache opened"
+            );
+            Some(RefCell::new(tier))
+        }
+        Err(error) => {
+            tracing::error!(worker = id, %error, "disk cache disabled: cannot open it");
+            None
+        }
     }
 }
 
@@ -246,6 +285,23 @@ fn log_cache_stats(worker: &Worker) {
         invalidations = stats.invalidations,
         "cache stats"
     );
+    if let Some(disk) = &worker.disk {
+        let mut disk = disk.borrow_mut();
+        disk.poll();
+        let stats = disk.stats();
+        tracing::info!(
+            worker = worker.id,
+            entries = stats.entries,
+            bytes = stats.bytes,
+            hits = stats.hits,
+            misses = stats.misses,
+            writes = stats.writes,
+            write_errors = stats.write_errors,
+            evictions = stats.evictions,
+            damaged = stats.damaged,
+            "disk cache stats"
+        );
+    }
 }
 
 async fn sweep_pool(worker: Rc<Worker>) {

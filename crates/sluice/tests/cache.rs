@@ -638,3 +638,78 @@ fn unsafe_method_invalidates_its_same_origin_location() {
     assert_eq!(client.read_response(&Method::Put).status(), 201);
     assert_eq!(x_cache(&get(&mut client, &list, &[])), "MISS");
 }
+
+/// A 1 MiB memory cache over a disk tier in `dir`: two 700 KiB objects cannot both stay in
+/// memory, so the first goes to disk when the second is stored.
+fn disk_proxy(dir: &std::path::Path) -> Proxy {
+    cache_proxy(&format!(
+        "[cache]\nmemory = \"1MiB\"\nmax_object = \"1MiB\"\ndisk_dir = \"{}\"\n",
+        dir.display()
+    ))
+}
+
+/// Fills /d0 and /d1 so that /d0 is evicted to disk, and waits for its file to be written.
+fn push_first_object_to_disk(proxy: &Proxy, origin: &Origin) {
+    let mut client = RawClient::connect(proxy.addr());
+    get(&mut client, &origin.url("/d0"), &[]);
+    get(&mut client, &origin.url("/d1"), &[]);
+    wait_for_stat(proxy, "disk_writes", 1);
+}
+
+fn large_origin() -> Origin {
+    Origin::start(|r| {
+        let body = body_of(700 * 1024 + r.head.target.to_string().len());
+        Reply::with_length(200, &["Cache-Control: max-age=600"], &body)
+    })
+}
+
+#[test]
+fn disk_tier_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let origin = large_origin();
+    let proxy = disk_proxy(dir.path());
+    push_first_object_to_disk(&proxy, &origin);
+    assert!(proxy.terminate(), "clean shutdown");
+
+    let proxy = disk_proxy(dir.path());
+    let url = origin.url("/d0");
+    let mut client = RawClient::connect(proxy.addr());
+    let hit = get(&mut client, &url, &[]);
+    assert_eq!(x_cache(&hit), "HIT");
+    assert_eq!(hit.body, body_of(700 * 1024 + "/d0".len()));
+    // A Range from the disk copy too.
+    let part = get(&mut client, &url, &["Range: bytes=100-199"]);
+    assert_eq!((part.status(), part.body.len()), (206, 100));
+    assert_eq!(part.body, &body_of(1000)[100..200]);
+    assert_eq!(origin.requests().len(), 2);
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    assert!(logs.contains("cache=hit-disk"), "{logs}");
+}
+
+#[test]
+fn truncated_disk_file_is_dropped_and_never_served() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let origin = large_origin();
+    let proxy = disk_proxy(dir.path());
+    push_first_object_to_disk(&proxy, &origin);
+    assert!(proxy.terminate(), "clean shutdown");
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("worker-0"))
+        .expect("worker directory")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[0])
+        .expect("open");
+    let len = file.metadata().expect("metadata").len();
+    file.set_len(len - 1000).expect("truncate");
+
+    let proxy = disk_proxy(dir.path());
+    assert_eq!(stats(&proxy)["disk_damaged"], 1);
+    let mut client = RawClient::connect(proxy.addr());
+    let response = get(&mut client, &origin.url("/d0"), &[]);
+    assert_eq!(x_cache(&response), "MISS");
+    assert_eq!(response.body, body_of(700 * 1024 + "/d0".len()));
+    assert_eq!(origin.requests().len(), 3);
+}
