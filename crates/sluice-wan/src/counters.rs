@@ -102,6 +102,8 @@ pub struct WireReport {
     pub seed: u64,
     /// One entry per direction of every wire.
     pub directions: Vec<DirectionCounters>,
+    /// Forwarding delays across the proxy host (proxy layout only).
+    pub forwarding: Option<crate::probe::ForwardingSummary>,
 }
 
 impl WireReport {
@@ -153,6 +155,23 @@ impl WireReport {
                 100.0 * d.conditional_loss(),
                 d.mean_late_us(),
                 d.largest_frame
+            );
+        }
+        if let Some(f) = self
+            .forwarding
+            .as_ref()
+            .filter(|f| f.requests + f.responses > 0)
+        {
+            let _ = writeln!(
+                out,
+                "proxy forwarding: {} requests mean {:.0} us median {:.0} us; {} responses mean \
+                 {:.0} us median {:.0} us",
+                f.requests,
+                f.request_mean_us,
+                f.request_median_us,
+                f.responses,
+                f.response_mean_us,
+                f.response_median_us
             );
         }
         out

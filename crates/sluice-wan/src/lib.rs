@@ -42,6 +42,7 @@ mod error;
 pub mod frame;
 pub mod loss;
 pub mod netns;
+pub mod probe;
 pub mod profile;
 pub mod shaper;
 // The one place with `unsafe`: TUNSETIFF and signalfd, which neither std nor rustix wrap.
@@ -54,3 +55,4 @@ pub mod wire;
 
 pub use cli::{run_net, run_wire, NetArgs, WireArgs};
 pub use error::WanError;
+pub use topology::is_test_bed_address;

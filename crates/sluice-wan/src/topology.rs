@@ -502,6 +502,41 @@ pub fn live_counters(bed: &TestBed) -> Option<WireReport> {
     None
 }
 
+/// Whether `ip` belongs to a host of a test bed that is up, and the calling thread runs in one
+/// of that test bed's namespaces. The lab's loopback-only rule (`sluice-lab`'s `target.rs`)
+/// can accept exactly these: from inside a test bed, its hosts' addresses reach nothing but
+/// namespaces this crate created, so a load aimed there cannot leave the machine.
+pub fn is_test_bed_address(ip: std::net::IpAddr) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(here) = std::fs::metadata("/proc/thread-self/ns/net") else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(STATE_DIR) else {
+        return false;
+    };
+    let text = ip.to_string();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_state = path.extension().is_some_and(|e| e == "json")
+            && !path.to_string_lossy().ends_with(".counters.json");
+        let Some(bed) = is_state
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten()
+            .and_then(|t| serde_json::from_str::<TestBed>(&t).ok())
+        else {
+            continue;
+        };
+        let inside = bed.hosts.iter().any(|h| {
+            std::fs::metadata(std::path::Path::new("/run/netns").join(&h.netns))
+                .is_ok_and(|m| m.ino() == here.ino() && m.dev() == here.dev())
+        });
+        if inside && bed.hosts.iter().any(|h| h.addresses.contains(&text)) {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

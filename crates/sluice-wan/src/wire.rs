@@ -26,6 +26,7 @@ use crate::counters::{process_cpu_seconds, DirectionCounters, WireReport};
 use crate::delay::{DelayLine, DueQueue};
 use crate::frame::{classify, FlowKey, FrameKind};
 use crate::loss::LossProcess;
+use crate::probe::{ForwardingProbe, ProbePoint};
 use crate::profile::Impairment;
 use crate::shaper::{QueueFull, Shaper};
 use crate::sys::tun::open_tap;
@@ -87,6 +88,8 @@ pub struct Wire {
     start: Instant,
     spare: Vec<Vec<u8>>,
     last_sweep_ns: u64,
+    /// Present when the test bed has a proxy host.
+    probe: Option<ForwardingProbe>,
 }
 
 #[derive(Debug)]
@@ -104,6 +107,9 @@ struct DirectionState {
     previous_dropped: bool,
     stage: RateStage,
     counters: DirectionCounters,
+    /// Where this direction's frames are seen by the forwarding probe: read from the proxy
+    /// (admit) or written into it (deliver).
+    probe_point: Option<ProbePoint>,
 }
 
 #[derive(Debug)]
@@ -163,6 +169,7 @@ impl Wire {
             start: Instant::now(),
             spare: Vec::new(),
             last_sweep_ns: 0,
+            probe: None,
         };
         for link in links {
             let a = wire.taps.len();
@@ -186,7 +193,18 @@ impl Wire {
                 (&link.up, b, &link.a.host, &link.b.host),
                 (&link.down, a, &link.b.host, &link.a.host),
             ] {
+                let probe_point = match (from_host.as_str(), to_host.as_str()) {
+                    ("client", "proxy") => Some(ProbePoint::RequestIn),
+                    ("proxy", "server") => Some(ProbePoint::RequestOut),
+                    ("server", "proxy") => Some(ProbePoint::ResponseIn),
+                    ("proxy", "client") => Some(ProbePoint::ResponseOut),
+                    _ => None,
+                };
+                if probe_point.is_some() {
+                    wire.probe.get_or_insert_with(ForwardingProbe::default);
+                }
                 wire.directions.push(DirectionState {
+                    probe_point,
                     to,
                     loss: imp.loss.start(),
                     previous_dropped: false,
@@ -290,6 +308,7 @@ impl Wire {
             cpu_s: process_cpu_seconds(),
             seed: self.seed,
             directions: self.directions.iter().map(|d| d.counters.clone()).collect(),
+            forwarding: self.probe.as_ref().map(ForwardingProbe::summary),
         }
     }
 
@@ -324,6 +343,20 @@ impl Wire {
         let kind = classify(&frame);
         let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         let d = &mut self.directions[direction];
+        if let (
+            Some(probe),
+            Some(point),
+            FrameKind::Tcp {
+                flow,
+                payload,
+                flags,
+            },
+        ) = (self.probe.as_mut(), d.probe_point, kind)
+        {
+            if matches!(point, ProbePoint::RequestOut | ProbePoint::ResponseOut) {
+                probe.observe(point, flow, payload, flags, now);
+            }
+        }
         d.counters.frames_in += 1;
         d.counters.bytes_in += u64::from(len);
         d.counters.largest_frame = d.counters.largest_frame.max(len);
@@ -384,6 +417,19 @@ impl Wire {
             let d = &mut self.directions[pending.direction];
             match rustix::io::write(&self.taps[d.to].fd, &pending.frame) {
                 Ok(_) => {
+                    if let (Some(probe), Some(point)) = (self.probe.as_mut(), d.probe_point) {
+                        if let (
+                            ProbePoint::RequestIn | ProbePoint::ResponseIn,
+                            FrameKind::Tcp {
+                                flow,
+                                payload,
+                                flags,
+                            },
+                        ) = (point, classify(&pending.frame))
+                        {
+                            probe.observe(point, flow, payload, flags, due + late);
+                        }
+                    }
                     d.counters.frames_out += 1;
                     d.counters.bytes_out += pending.frame.len() as u64;
                     d.counters.record_late(late);

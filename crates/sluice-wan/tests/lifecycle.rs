@@ -115,3 +115,24 @@ fn no_route_from_client_to_server_but_through_the_proxy_host() {
     assert!(from_client.is_err(), "client reached the server directly");
     drop(listener);
 }
+
+#[test]
+fn test_bed_addresses_are_recognised_only_from_inside() {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up("slwta", "proxy", "description = \"t\"\n");
+    let server: std::net::IpAddr = "10.201.2.2".parse().unwrap();
+    assert!(
+        !sluice_wan::is_test_bed_address(server),
+        "from the root namespace"
+    );
+    let inside = sluice_wan::netns::within(&bed.netns("client"), move || {
+        (
+            sluice_wan::is_test_bed_address(server),
+            sluice_wan::is_test_bed_address([8, 8, 8, 8].into()),
+        )
+    })
+    .unwrap();
+    assert_eq!(inside, (true, false));
+}
