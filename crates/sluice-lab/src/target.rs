@@ -1,10 +1,13 @@
-//! Where the lab may send traffic: loopback only (127.0.0.0/8 and ::1).
+//! Where the lab may send traffic: loopback (127.0.0.0/8 and ::1), and the hosts of a WAN test
+//! bed when the lab itself runs inside one of that test bed's namespaces.
 //!
 //! A load generator aimed at the wrong address is a denial-of-service tool, so every address
-//! the lab connects to or listens on passes through [`test_bed_address`] first. Network
-//! namespaces of the test bed (WAN emulation) will be added here when they exist.
+//! the lab connects to or listens on passes through [`test_bed_address`] first. From inside a
+//! `sluice-wan` namespace the test bed's addresses reach only namespaces we created
+//! ([`sluice_wan::is_test_bed_address`] checks both halves), so a load there cannot leave the
+//! machine either.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use anyhow::{bail, Context};
 
@@ -15,21 +18,29 @@ pub fn test_bed_address(text: &str, role: &str) -> anyhow::Result<SocketAddr> {
         .to_socket_addrs()
         .with_context(|| format!("{role} {text:?}: expected host:port, such as 127.0.0.1:8080"))?
         .collect();
-    let Some(addr) = addresses.iter().find(|a| a.ip().is_loopback()) else {
+    let Some(addr) = addresses.iter().find(|a| allowed(a.ip())) else {
         bail!(
             "{role} {text:?} is not a loopback address: the lab only sends traffic to \
-             127.0.0.0/8 or [::1], so it cannot load someone else's machine"
+             127.0.0.0/8, [::1] or (run inside a `sluice-wan` namespace) a test bed host, \
+             so it cannot load someone else's machine"
         );
     };
     Ok(*addr)
 }
 
-/// Refuses an already-parsed address outside loopback.
+/// Refuses an already-parsed address outside loopback and the test bed.
 pub fn ensure_loopback(addr: SocketAddr, role: &str) -> anyhow::Result<()> {
-    if !addr.ip().is_loopback() {
-        bail!("{role} {addr} is not a loopback address: the lab only uses 127.0.0.0/8 or [::1]");
+    if !allowed(addr.ip()) {
+        bail!(
+            "{role} {addr} is not a loopback address: the lab only uses 127.0.0.0/8, [::1] \
+             or (inside a `sluice-wan` namespace) a test bed host"
+        );
     }
     Ok(())
+}
+
+fn allowed(ip: IpAddr) -> bool {
+    ip.is_loopback() || sluice_wan::is_test_bed_address(ip)
 }
 
 #[cfg(test)]
