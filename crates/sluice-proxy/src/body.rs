@@ -91,7 +91,10 @@ pub(crate) async fn forward_plain(
     }
 }
 
-fn ending_to_result(ending: Ending, error: Option<io::Error>) -> Result<(), BodyFailure> {
+pub(crate) fn ending_to_result(
+    ending: Ending,
+    error: Option<io::Error>,
+) -> Result<(), BodyFailure> {
     let error = || error.unwrap_or_else(|| io::ErrorKind::Other.into());
     match ending {
         Ending::Done => Ok(()),

@@ -1,28 +1,44 @@
-//! Relaying a cacheable response while copying its body into a [`Fill`] (KeepCopy in user
-//! space): each piece read from the upstream goes to the client as framed and, transfer coding
-//! removed, into the fill; the fill is committed with the length the framing promised only when
-//! the body ended as framed, and aborted on any failure, so no partial entry is ever servable.
+//! Relaying a cacheable response while its body goes into a [`Fill`] as well (the USENIX 2003
+//! paper's KeepCopy). Two paths:
 //!
-//! Cacheable responses take this copy path whatever the listener's engine: the kernel engines
-//! never show the bytes to user space. (Splicing with a `tee` into the cache is the next step.)
+//! - **spliced**: a Content-Length body the listener's engine would splice (or send through
+//!   the sockmap) is spliced to the client, and `tee(2)` duplicates it into a second pipe that
+//!   is drained into the fill ([`SpliceEngine::transfer_keeping_copy`]); the body crosses into
+//!   user space once, for the cache, and never for the client.
+//! - **copied**: everything else (chunked and close-delimited bodies, small bodies `auto`
+//!   copies, the copy engine, no pipe left): each piece read from the upstream goes to the
+//!   client as framed and, transfer coding removed, into the fill.
 //!
-//! If the client goes away, reading continues into the fill for up to `cache.fill_after_abort`
-//! more bytes; a longer rest drops the fill.
+//! Either way the fill is committed with the length the framing promised only when the body
+//! ended as framed, and aborted on any failure, so no partial entry is ever servable. If the
+//! client goes away, reading continues into the fill while at most `cache.fill_after_abort`
+//! bytes remain; a longer rest drops the fill.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use std::io;
+use std::task::{Context, Poll};
+
 use sluice_cache::{AbortReason, Committed, Fill, MemoryStore, StoredEntry};
 use sluice_http::{BodyFraming, ChunkStep, ChunkedDecoder};
 use sluice_rt::net::TcpStream;
 use sluice_rt::timeout;
+use sluice_splice::{CopySink, Ending, KeepCopy, Limit, SpliceEngine, TransferRequest};
 
 use crate::access_log::AccessRecord;
 use crate::body::BodyFailure;
 use crate::client::ClientConnection;
 use crate::error::{Phase, ProxyError, Side, Termination};
 use crate::exchange::{describe, response_failure_termination, Exchange, UpstreamResponse};
+use crate::worker::Worker;
+
+/// KeepCopy's min2read: the fill is handed the copy in pieces of at least this many bytes.
+const KEEP_MIN_READ: usize = 64 * 1024;
+/// KeepCopy's max2cache: body bytes teed but not yet in the fill, at most. A slower fill
+/// pauses the transfer rather than letting the copy grow; 1 MiB keeps one pipe's worth moving.
+const KEEP_MAX_UNREAD: usize = 1 << 20;
 
 /// Whether the client sees the response as it arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,15 +93,88 @@ pub(crate) async fn run(
         head,
         buf,
     } = response;
-    record.engine = "copy";
     let relay = mode == FillMode::Relay;
+    let config = &exchange.worker.config;
+    let mut sink = FillSink {
+        worker: exchange.worker,
+        fill: Some(fill),
+        charged: 0,
+    };
+    let body_limit = match plan.framing {
+        BodyFraming::Length(n) => {
+            let buffered = usize::try_from(n).unwrap_or(usize::MAX).min(buf.len());
+            Some((n, buffered))
+        }
+        _ => None,
+    };
     let out = if relay {
         exchange.client_response_head(head, plan.keep_client, plan.dechunk)
     } else {
         Vec::new()
     };
-    let config = &exchange.worker.config;
-    let mut copy = KeepCopy {
+    // The spliced path, for a relayed Content-Length body with more to read than is buffered,
+    // when the listener's engine would not copy that rest.
+    let spliceable = body_limit.filter(|&(n, buffered)| relay && n > buffered as u64);
+    let splice = spliceable.and_then(|(n, buffered)| {
+        (exchange.listener.engine).splice_for_keep_copy(Limit::Bytes(n - buffered as u64))
+    });
+    if let (Some(splice), Some((n, buffered))) = (splice, spliceable) {
+        let body_start = &buf[..buffered];
+        let keep = KeepCopy {
+            min_read: KEEP_MIN_READ,
+            max_unread: KEEP_MAX_UNREAD,
+            keep_after_abort: config.cache.fill_after_abort as u64,
+        };
+        let run = relay_spliced(
+            exchange, splice, &upstream, conn, &out, body_start, n, keep, &mut sink,
+        );
+        if let Some((outcome, written)) = run.await {
+            record.engine = "splice";
+            record.bytes += written;
+            let fill = sink.fill.take();
+            drop(sink);
+            let whole = outcome.source_complete && outcome.sink_error.is_none();
+            match fill {
+                Some(fill) if whole && fill.len() == n => {
+                    let _ = commit(exchange, cache, fill);
+                }
+                Some(fill) => fill.abort(
+                    &mut cache.borrow_mut(),
+                    AbortReason::Failed,
+                    SystemTime::now(),
+                ),
+                None => {}
+            }
+            return match outcome.ending {
+                Ending::Done => {
+                    if plan.upstream_persistent && buf.len() == buffered {
+                        exchange.worker.pool.borrow_mut().put(addr, upstream);
+                    }
+                    FillOutcome::Relayed(plan.keep_client)
+                }
+                Ending::DestinationAborted => {
+                    record.termination = Termination::by(Side::Client, Phase::Data);
+                    record.error = Some(String::from(if whole {
+                        "client went away; the body was read on into the cache"
+                    } else {
+                        "client went away"
+                    }));
+                    FillOutcome::Relayed(false)
+                }
+                ending => {
+                    // The client's connection closes: a cut body is never taken for a whole.
+                    let failure =
+                        crate::body::ending_to_result(ending, outcome.error).expect_err("not Done");
+                    record.termination = response_failure_termination(&failure);
+                    record.error = Some(format!("response body: {}", describe(&failure)));
+                    FillOutcome::Relayed(false)
+                }
+            };
+        }
+        // No pipe for the copy: the copy path below, nothing sent yet.
+    }
+    record.engine = "copy";
+    let mut copy = CopyRelay {
         upstream: &upstream,
         client: &conn.stream,
         exchange,
@@ -96,14 +185,13 @@ pub(crate) async fn run(
         } else {
             u64::MAX
         },
-        fill: Some(fill),
+        sink,
         verbatim: !plan.dechunk,
         written: 0,
-        charged: 0,
     };
     let result = copy.transfer(plan.framing, buf).await;
     record.bytes += copy.written;
-    let fill = copy.fill.take();
+    let fill = copy.sink.fill.take();
     let client_open = copy.client_open;
     // Gives back the fill's share of `Worker::fill_bytes` and the borrows of both sockets.
     drop(copy);
@@ -168,6 +256,69 @@ pub(crate) async fn run(
     }
 }
 
+/// Splices the head, the buffered `body_start` and the rest of a `body_len`-byte body to the
+/// client, teeing the body into `sink`. `None` when the transfer could not start (no pipe left),
+/// with nothing sent and nothing given to the sink; otherwise the outcome and the bytes written.
+#[allow(clippy::too_many_arguments)]
+async fn relay_spliced(
+    exchange: &Exchange<'_>,
+    splice: &SpliceEngine,
+    upstream: &TcpStream,
+    conn: &ClientConnection,
+    head: &[u8],
+    body_start: &[u8],
+    body_len: u64,
+    keep: KeepCopy,
+    sink: &mut FillSink<'_>,
+) -> Option<(sluice_splice::KeepCopyOutcome, u64)> {
+    let mut prefix = Vec::with_capacity(head.len() + body_start.len());
+    prefix.extend_from_slice(head);
+    prefix.extend_from_slice(body_start);
+    let request = TransferRequest {
+        prefix: &prefix,
+        limit: Limit::Bytes(body_len - body_start.len() as u64),
+        idle_timeout: exchange.worker.config.timeouts.body_idle,
+    };
+    // The buffered body bytes are the fill's first bytes, given to it only once the transfer
+    // runs: if it cannot start, the copy path fills from the start.
+    let mut sink = AfterBuffered {
+        buffered: Some(body_start),
+        sink,
+    };
+    let stats = &exchange.worker.stats;
+    let transfer =
+        splice.transfer_keeping_copy(upstream, &conn.stream, request, keep, &mut sink, stats);
+    match transfer.await {
+        Ok(outcome) => {
+            if let Some(buffered) = sink.buffered.take() {
+                sink.sink.payload(buffered);
+            }
+            let sent_prefix = outcome.forwarded > 0 || outcome.ending == Ending::Done;
+            let written = outcome.forwarded + if sent_prefix { prefix.len() as u64 } else { 0 };
+            Some((outcome, written))
+        }
+        Err(error) => {
+            tracing::debug!(%error, "cache: KeepCopy could not start; copying instead");
+            None
+        }
+    }
+}
+
+/// A [`FillSink`] that first takes the body bytes already read with the head.
+struct AfterBuffered<'s, 'a> {
+    buffered: Option<&'s [u8]>,
+    sink: &'s mut FillSink<'a>,
+}
+
+impl CopySink for AfterBuffered<'_, '_> {
+    fn poll_accept(&mut self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        if let Some(buffered) = self.buffered.take() {
+            self.sink.payload(buffered);
+        }
+        self.sink.poll_accept(cx, bytes)
+    }
+}
+
 /// Commits `fill` with the length it received: the framing already checked that the body
 /// ended where it was announced to.
 fn commit(
@@ -217,7 +368,7 @@ fn commit(
 /// Why the transfer loop stops early.
 type Step = Result<(), BodyFailure>;
 
-struct KeepCopy<'a> {
+struct CopyRelay<'a> {
     upstream: &'a TcpStream,
     client: &'a TcpStream,
     exchange: &'a Exchange<'a>,
@@ -227,26 +378,14 @@ struct KeepCopy<'a> {
     client_open: bool,
     /// Body bytes still allowed to be read after the client went away.
     after_abort: u64,
-    /// `None` once the fill failed (the body passed `cache.max_object`) and was aborted.
-    fill: Option<Fill>,
+    sink: FillSink<'a>,
     /// Chunked framing goes to the client as received (false: an HTTP/1.0 client gets only the
     /// payload).
     verbatim: bool,
     written: u64,
-    /// Bytes this fill added to `Worker::fill_bytes`, given back when the transfer ends.
-    charged: u64,
 }
 
-impl Drop for KeepCopy<'_> {
-    fn drop(&mut self) {
-        let worker = self.exchange.worker;
-        worker
-            .fill_bytes
-            .set(worker.fill_bytes.get().saturating_sub(self.charged));
-    }
-}
-
-impl KeepCopy<'_> {
+impl CopyRelay<'_> {
     /// Moves the whole body; returns the bytes read past its end.
     async fn transfer(
         &mut self,
@@ -333,37 +472,8 @@ impl KeepCopy<'_> {
         }
     }
 
-    /// Body payload (transfer coding removed) into the fill.
     fn payload(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        let Some(fill) = self.fill.as_mut() else {
-            return;
-        };
-        let worker = self.exchange.worker;
-        let budget = worker
-            .cache
-            .as_ref()
-            .map_or(0, |cache| cache.borrow().config().budget_bytes);
-        let held = worker.fill_bytes.get() + bytes.len() as u64;
-        // Past cache.max_object, or all fills together past the store's budget: drop this fill
-        // (it stays failed); the client still gets the whole body.
-        if held > budget || fill.append(bytes).is_err() {
-            if held > budget {
-                tracing::debug!(key = %fill.key(), "cache: fills in progress at the budget");
-            }
-            if let (Some(fill), Some(cache)) = (self.fill.take(), worker.cache.as_ref()) {
-                fill.abort(
-                    &mut cache.borrow_mut(),
-                    AbortReason::Failed,
-                    SystemTime::now(),
-                );
-            }
-            return;
-        }
-        worker.fill_bytes.set(held);
-        self.charged += bytes.len() as u64;
+        self.sink.payload(bytes);
     }
 
     fn for_client(&mut self, bytes: &[u8]) {
@@ -391,7 +501,7 @@ impl KeepCopy<'_> {
         if self.client_open {
             return Ok(());
         }
-        if self.fill.is_none() || self.after_abort == 0 {
+        if self.sink.fill.is_none() || self.after_abort == 0 {
             return Err(BodyFailure::Destination(
                 std::io::ErrorKind::BrokenPipe.into(),
             ));
@@ -418,5 +528,70 @@ impl KeepCopy<'_> {
             self.after_abort = self.after_abort.saturating_sub(n as u64);
         }
         Ok(())
+    }
+}
+
+/// The fill's end of a transfer: body payload into the [`Fill`], charged to the worker's
+/// `fill_bytes` (given back on drop) so that all fills together stay within the store's budget.
+struct FillSink<'a> {
+    worker: &'a Worker,
+    /// `None` once the fill failed (the body passed `cache.max_object`) and was aborted.
+    fill: Option<Fill>,
+    /// Bytes this fill added to `Worker::fill_bytes`.
+    charged: u64,
+}
+
+impl Drop for FillSink<'_> {
+    fn drop(&mut self) {
+        let worker = self.worker;
+        worker
+            .fill_bytes
+            .set(worker.fill_bytes.get().saturating_sub(self.charged));
+    }
+}
+
+impl FillSink<'_> {
+    /// Body payload (transfer coding removed) into the fill.
+    fn payload(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let Some(fill) = self.fill.as_mut() else {
+            return;
+        };
+        let worker = self.worker;
+        let budget = worker
+            .cache
+            .as_ref()
+            .map_or(0, |cache| cache.borrow().config().budget_bytes);
+        let held = worker.fill_bytes.get() + bytes.len() as u64;
+        // Past cache.max_object, or all fills together past the store's budget: drop this fill
+        // (it stays failed); the client still gets the whole body.
+        if held > budget || fill.append(bytes).is_err() {
+            if held > budget {
+                tracing::debug!(key = %fill.key(), "cache: fills in progress at the budget");
+            }
+            if let (Some(fill), Some(cache)) = (self.fill.take(), worker.cache.as_ref()) {
+                fill.abort(
+                    &mut cache.borrow_mut(),
+                    AbortReason::Failed,
+                    SystemTime::now(),
+                );
+            }
+            return;
+        }
+        worker.fill_bytes.set(held);
+        self.charged += bytes.len() as u64;
+    }
+}
+
+impl CopySink for FillSink<'_> {
+    fn poll_accept(&mut self, _: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        self.payload(bytes);
+        Poll::Ready(match self.fill {
+            Some(_) => Ok(bytes.len()),
+            // The transfer goes on for the client without a copy.
+            None => Err(io::Error::other("the cache fill was dropped")),
+        })
     }
 }

@@ -252,8 +252,8 @@ impl Exchange<'_> {
                 &conn.stream,
                 &mut upstream_buf,
                 client_head,
-                plan.framing,
-                plan.dechunk,
+                &plan,
+                record,
             )
             .await;
         record.bytes += outcome.written;
@@ -436,16 +436,16 @@ impl Exchange<'_> {
         client: &TcpStream,
         upstream_buf: &mut Vec<u8>,
         client_head: Vec<u8>,
-        framing: BodyFraming,
-        dechunk: bool,
+        plan: &ResponsePlan,
+        record: &mut AccessRecord,
     ) -> BodyOutcome {
         let cx = self.body_context();
-        let limit = match framing {
+        let limit = match plan.framing {
             BodyFraming::Empty => Limit::Bytes(0),
             BodyFraming::Length(n) => Limit::Bytes(n),
             BodyFraming::UntilClose => Limit::UntilClose,
             BodyFraming::Chunked => {
-                let mode = if dechunk {
+                let mode = if plan.dechunk {
                     ChunkedMode::PayloadOnly
                 } else {
                     ChunkedMode::Verbatim
@@ -454,6 +454,12 @@ impl Exchange<'_> {
                     .await;
             }
         };
+        // What the engine will move: the body minus what is already buffered.
+        let rest = match limit {
+            Limit::Bytes(n) => Limit::Bytes(n.saturating_sub(upstream_buf.len() as u64)),
+            Limit::UntilClose => Limit::UntilClose,
+        };
+        record.engine = cx.engine.name_for(rest);
         forward_plain(cx, upstream, client, upstream_buf, client_head, limit).await
     }
 }

@@ -60,6 +60,11 @@ impl AutoEngine {
         }
     }
 
+    /// The splice engine, when this policy would not copy a body with `limit` left.
+    pub fn splice_for(&self, limit: Limit) -> Option<&SpliceEngine> {
+        (self.choose(limit) != Mechanism::Copy).then_some(&self.splice)
+    }
+
     /// Moves one body with the mechanism [`AutoEngine::choose`] picks.
     pub async fn transfer(
         &self,

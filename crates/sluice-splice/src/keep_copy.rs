@@ -17,11 +17,12 @@
 //! longer read, so a slow sink pauses forwarding instead of growing memory. The sink is called
 //! only once `min_read` bytes are waiting (the paper's min2read), or at the end.
 //!
-//! Not yet used by the proxy: the cache (sluice-cache) is its intended caller. Pipe B is
-//! opened per transfer, outside the worker's pool.
+//! The proxy's cache fills use it for Content-Length responses the engine would splice
+//! (`sluice-proxy`'s `cache_fill.rs`). Pipe B is opened per transfer, outside the worker's pool.
 //!
-//! If the destination aborts, the source is still read to the end and the sink still gets the
-//! whole body: a client abort does not cost the cache its copy.
+//! If the destination aborts, the source is still read for the sink, up to `keep_after_abort`
+//! more bytes (the cache's `fill_after_abort`): a client abort need not cost the cache its copy,
+//! nor make the proxy download a huge object nobody waits for.
 
 use std::future::poll_fn;
 use std::io;
@@ -52,6 +53,9 @@ pub struct KeepCopy {
     /// max2cache: bytes forwarded but not yet taken by the sink, at most, plus one read of
     /// `min_read.max(16 KiB)` that may sit in user space.
     pub max_unread: usize,
+    /// Once the destination is gone, the source is read on for the sink only if at most this
+    /// many bytes remain (a close-delimited body: until this many more were read).
+    pub keep_after_abort: u64,
 }
 
 /// How a KeepCopy transfer ended.
@@ -116,6 +120,8 @@ impl SpliceEngine {
             read_chunk: keep.min_read.max(16 * 1024),
             max_unread: keep.max_unread.max(1),
             min_read: keep.min_read.max(1),
+            keep_after_abort: keep.keep_after_abort,
+            taken_at_abort: None,
             limit: request.limit,
             taken: 0,
             forwarded: 0,
@@ -193,11 +199,26 @@ struct Keeping {
     in_blocked_with_data: bool,
     retry_in: bool,
     destination_error: Option<io::Error>,
+    keep_after_abort: u64,
+    /// Source bytes taken when the destination failed.
+    taken_at_abort: Option<u64>,
     sink_error: Option<io::Error>,
     peak_unread: usize,
 }
 
 impl Keeping {
+    /// Whether reading on after the destination failed would pass `keep_after_abort`.
+    fn past_abort_allowance(&self) -> bool {
+        let Some(at) = self.taken_at_abort else {
+            return false;
+        };
+        let rest = match self.limit {
+            Limit::Bytes(total) => total - at,
+            Limit::UntilClose => self.taken - at,
+        };
+        rest > self.keep_after_abort
+    }
+
     fn keeping(&self) -> bool {
         self.sink_error.is_none()
     }
@@ -229,8 +250,9 @@ impl Keeping {
     ) -> Poll<Poll<Finish>> {
         let mut progressed = false;
         loop {
-            if self.destination_error.is_some() && !self.keeping() {
-                // Neither the client nor the sink wants the rest.
+            if self.destination_error.is_some() && (!self.keeping() || self.past_abort_allowance())
+            {
+                // Neither the client nor the sink wants the rest (or not that much of it).
                 let error = self.destination_error.take();
                 return Poll::Ready(Poll::Ready(Err((Ending::DestinationAborted, error))));
             }
@@ -296,6 +318,7 @@ impl Keeping {
             Poll::Ready(Err(error)) if self.keeping() => {
                 // The client went away: keep reading for the sink.
                 self.destination_error = Some(error);
+                self.taken_at_abort = Some(self.taken);
                 Ok(1)
             }
             Poll::Ready(Err(error)) => Err(Err((Ending::DestinationAborted, Some(error)))),

@@ -156,6 +156,16 @@ impl Engine {
         }
     }
 
+    /// The name for logs of what moves a body with `limit` left: `auto` resolved to the
+    /// mechanism it picks for that size (a fallback for want of a pipe is counted in the
+    /// engine stats, not here).
+    pub fn name_for(&self, limit: Limit) -> &'static str {
+        match self {
+            Engine::Auto(engine) => engine.choose(limit).as_str(),
+            other => other.name(),
+        }
+    }
+
     /// Moves one body (or chunk) from `src` to `dst`.
     pub async fn transfer(
         &self,
@@ -176,6 +186,19 @@ impl Engine {
             Engine::Splice(engine) => engine.transfer(src, dst, request, stats).await,
             Engine::Auto(engine) => engine.transfer(src, dst, request, stats).await,
             Engine::Sockmap(engine) => engine.transfer(src, dst, request, stats).await,
+        }
+    }
+
+    /// The splice engine to run a KeepCopy transfer (splice plus tee) on, for a body with
+    /// `limit` left to read; `None` when this engine would copy it, where the caller can keep
+    /// its copy without a second pipe. The sockmap engine gives its splice engine: a redirected
+    /// body never passes through user space, so it could not be kept.
+    pub fn splice_for_keep_copy(&self, limit: Limit) -> Option<&SpliceEngine> {
+        match self {
+            Engine::Copy(_) => None,
+            Engine::Splice(engine) => Some(engine),
+            Engine::Auto(engine) => engine.splice_for(limit),
+            Engine::Sockmap(engine) => Some(engine.splice_engine()),
         }
     }
 

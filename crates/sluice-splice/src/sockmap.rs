@@ -75,6 +75,11 @@ struct Shared {
 }
 
 impl SockmapEngine {
+    /// The splice engine behind this one (edges, fallbacks, KeepCopy).
+    pub fn splice_engine(&self) -> &SpliceEngine {
+        &self.splice
+    }
+
     /// Loads the program and its maps for one worker; fails without root (EPERM) or without
     /// kernel support. `splice` takes the transfers the sockmap cannot.
     pub fn load(splice: SpliceEngine) -> io::Result<Self> {

@@ -372,8 +372,20 @@ fn memory_budget_holds_under_many_fills() {
     assert_eq!(x_cache(&last), "HIT");
 }
 
+/// `[transfer]` for the spliced KeepCopy path (splice plus tee into the fill).
+const SPLICE: &str = "[transfer]\nengine = \"splice\"\n";
+
 #[test]
 fn origin_abort_never_leaves_a_servable_partial_entry() {
+    origin_abort_leaves_no_entry("");
+}
+
+#[test]
+fn origin_abort_never_leaves_a_servable_partial_entry_spliced() {
+    origin_abort_leaves_no_entry(SPLICE);
+}
+
+fn origin_abort_leaves_no_entry(transfer: &str) {
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
     let body = body_of(10_000);
@@ -390,7 +402,7 @@ fn origin_abort_never_leaves_a_servable_partial_entry() {
             Reply::Raw(raw)
         }
     });
-    let proxy = cache_proxy("");
+    let proxy = cache_proxy(transfer);
     let url = origin.url("/cut");
     let mut first = RawClient::connect(proxy.addr());
     first.send(format!("GET {url} HTTP/1.1\r\nHost: origin\r\n\r\n").as_bytes());
@@ -423,11 +435,22 @@ fn abort_after_first_bytes(proxy: &Proxy, url: &str) {
 
 #[test]
 fn client_abort_within_fill_after_abort_still_stores_the_object() {
+    client_abort_within_allowance("");
+}
+
+#[test]
+fn client_abort_within_fill_after_abort_still_stores_the_object_spliced() {
+    client_abort_within_allowance(SPLICE);
+}
+
+fn client_abort_within_allowance(transfer: &str) {
     let body = body_of(4 << 20);
     let reply = body.clone();
     let origin =
         Origin::start(move |_| Reply::with_length(200, &["Cache-Control: max-age=60"], &reply));
-    let proxy = cache_proxy("[cache]\nfill_after_abort = \"16MiB\"\n");
+    let proxy = cache_proxy(&format!(
+        "{transfer}[cache]\nfill_after_abort = \"16MiB\"\n"
+    ));
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
     proxy.wait_for_log("term=CD");
@@ -441,11 +464,20 @@ fn client_abort_within_fill_after_abort_still_stores_the_object() {
 
 #[test]
 fn client_abort_past_fill_after_abort_drops_the_fill() {
+    client_abort_past_allowance("");
+}
+
+#[test]
+fn client_abort_past_fill_after_abort_drops_the_fill_spliced() {
+    client_abort_past_allowance(SPLICE);
+}
+
+fn client_abort_past_allowance(transfer: &str) {
     let body = body_of(32 << 20);
     let reply = body.clone();
     let origin =
         Origin::start(move |_| Reply::with_length(200, &["Cache-Control: max-age=60"], &reply));
-    let proxy = cache_proxy("[cache]\nfill_after_abort = 0\n");
+    let proxy = cache_proxy(&format!("{transfer}[cache]\nfill_after_abort = 0\n"));
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
     proxy.wait_for_log("term=CD");
@@ -455,6 +487,60 @@ fn client_abort_past_fill_after_abort_drops_the_fill() {
     assert_eq!(x_cache(&response), "MISS");
     assert_eq!(response.body, body);
     assert_eq!(origin.requests().len(), 2);
+}
+
+#[test]
+fn spliced_miss_fills_the_cache_through_tee_and_the_hit_is_byte_exact() {
+    let body = body_of(1 << 20);
+    let reply = body.clone();
+    let origin =
+        Origin::start(move |_| Reply::with_length(200, &["Cache-Control: max-age=60"], &reply));
+    let proxy = cache_proxy(SPLICE);
+    let url = origin.url("/spliced");
+    let mut client = RawClient::connect(proxy.addr());
+    let miss = get(&mut client, &url, &[]);
+    assert_eq!(
+        (x_cache(&miss), miss.body == body),
+        ("MISS".to_owned(), true)
+    );
+    let hit = get(&mut client, &url, &[]);
+    assert_eq!((x_cache(&hit), hit.body == body), ("HIT".to_owned(), true));
+    assert_eq!(origin.requests().len(), 1);
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    assert!(
+        logs.lines()
+            .any(|line| line.contains("cache=miss") && line.contains("engine=splice")),
+        "the miss was not spliced: {logs}"
+    );
+    assert_eq!(stats(&proxy)["fills_committed"], 1);
+}
+
+#[test]
+fn auto_copies_a_small_cacheable_body_and_splices_a_large_one() {
+    let origin = Origin::start(|r| {
+        let size = if r.head.target.to_string().ends_with("/small") {
+            1024
+        } else {
+            1 << 20
+        };
+        Reply::with_length(200, &["Cache-Control: max-age=60"], &body_of(size))
+    });
+    let proxy = cache_proxy("[transfer]\nengine = \"auto\"\n");
+    let mut client = RawClient::connect(proxy.addr());
+    for (path, size) in [("/small", 1024), ("/large", 1 << 20)] {
+        let url = origin.url(path);
+        assert_eq!(get(&mut client, &url, &[]).body, body_of(size));
+        let hit = get(&mut client, &url, &[]);
+        assert_eq!(
+            (x_cache(&hit), hit.body == body_of(size)),
+            ("HIT".to_owned(), true)
+        );
+    }
+    let logs = proxy.wait_for_log_count("sluice::access", 4);
+    let misses: Vec<&str> = logs.lines().filter(|l| l.contains("cache=miss")).collect();
+    assert_eq!(misses.len(), 2, "{logs}");
+    assert!(misses[0].contains("engine=copy"), "{}", misses[0]);
+    assert!(misses[1].contains("engine=splice"), "{}", misses[1]);
 }
 
 #[test]

@@ -422,3 +422,23 @@ fn an_empty_pipe_pool_falls_back_to_copy_loudly() {
         response.extend_from_slice(&chunk[..n]);
     }
 }
+
+/// `auto` says in the access log what it picked for each body: copy for a small one, splice
+/// for a large one.
+#[test]
+fn auto_names_the_mechanism_it_picked_in_the_access_log() {
+    let origin = sized_origin();
+    let proxy = proxy("auto", 443);
+    let mut client = RawClient::connect(proxy.addr());
+    for len in [1024, 1 << 20] {
+        client.send(&get(&origin.url(&format!("/length/{len}"))));
+        assert_eq!(client.read_response(&Method::Get).body, body(len).as_ref());
+    }
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("sluice::access"))
+        .collect();
+    assert!(lines[0].contains("engine=copy"), "{}", lines[0]);
+    assert!(lines[1].contains("engine=splice"), "{}", lines[1]);
+}
