@@ -21,6 +21,7 @@ use crate::cache;
 use crate::client::{answer_error, ClientConnection};
 use crate::error::{Phase, ProxyError, Side, Termination};
 use crate::route::{ListenerContext, Route};
+use crate::splice_whole;
 use crate::tunnel;
 use crate::upstream;
 use crate::worker::Worker;
@@ -112,6 +113,9 @@ impl Exchange<'_> {
         request_head: Vec<u8>,
         record: &mut AccessRecord,
     ) -> bool {
+        if splice_whole::applies(self) {
+            return splice_whole::run(self, conn, request_head, record).await;
+        }
         let response = match self.fetch(conn, request_head, record).await {
             Ok(response) => response,
             Err(keep_alive) => return keep_alive,

@@ -7,8 +7,10 @@
 //! (`route`), answers GET and HEAD from the worker's `sluice_cache` memory store when it can
 //! (`cache`), connects or reuses an upstream (`upstream`), sends the request and reads the
 //! response head (`exchange`), and hands bodies and tunnels to a `sluice_splice` engine
-//! (`body`, `tunnel`), or copies a cacheable body into the store while relaying it
-//! (`cache_fill`). One access-log line per exchange follows (`access_log`).
+//! (`body`, `tunnel`), or keeps a copy of a cacheable body for the store while relaying it
+//! (`cache_fill`: splice plus tee, or a copy). With `splice_after = "connect"`, a reply the
+//! cache will not store is spliced whole, head included, right after the request
+//! (`splice_whole`). One access-log line per exchange follows (`access_log`).
 //!
 //! Start with [`Server::start`]; [`ProxyError`] lists every answer the proxy gives itself.
 //!
@@ -27,6 +29,7 @@ mod error;
 mod exchange;
 mod route;
 mod server;
+mod splice_whole;
 mod tunnel;
 mod upstream;
 mod worker;

@@ -127,10 +127,6 @@ impl Server {
 /// What the engines need from `[transfer]`.
 fn engine_settings(config: &Config) -> EngineSettings {
     let transfer = &config.transfer;
-    if transfer.splice_after == sluice_config::SpliceAfter::Connect {
-        // TODO(#3): splice whole replies right after the request for non-cacheable requests.
-        tracing::warn!("transfer.splice_after = \"connect\" is not wired yet; using \"headers\"");
-    }
     EngineSettings {
         copy_buffer: transfer.copy_buffer,
         pipe_size: transfer.pipe_size,

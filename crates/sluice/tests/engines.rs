@@ -442,3 +442,94 @@ fn auto_names_the_mechanism_it_picked_in_the_access_log() {
     assert!(lines[0].contains("engine=copy"), "{}", lines[0]);
     assert!(lines[1].contains("engine=splice"), "{}", lines[1]);
 }
+
+/// An origin answering every request with `reply`, and closing after it when asked to.
+fn closing_origin(reply: Vec<u8>) -> Origin {
+    Origin::start(move |request| {
+        let asked_to_close = request
+            .head_text()
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n");
+        if asked_to_close {
+            Reply::RawThenClose(reply.clone())
+        } else {
+            Reply::Raw(reply.clone())
+        }
+    })
+}
+
+fn splice_after_connect_proxy(cache: &str) -> Proxy {
+    let config = format!(
+        "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"forward\"\n\
+         [access]\nallow = [\"127.0.0.0/8\"]\n\
+         [transfer]\nengine = \"splice\"\nsplice_after = \"connect\"\n{cache}"
+    );
+    Proxy::start(Path::new(env!("CARGO_BIN_EXE_sluice")), &config)
+}
+
+/// Sends GET `url` on a new connection and checks that exactly `reply` comes back and the
+/// proxy then closes the connection.
+fn assert_spliced_whole(proxy: &Proxy, url: &str, reply: &[u8]) {
+    let mut client = RawClient::connect(proxy.addr());
+    client.send(&get(url));
+    assert!(
+        client.read_to_end() == reply,
+        "the reply was not relayed byte for byte, or the connection stayed open"
+    );
+}
+
+/// `splice_after = "connect"` without a cache: a GET's reply goes to the client exactly as the
+/// origin sent it (head included, nothing added), from an upstream asked to close, and the
+/// client's connection closes after it. A POST still takes the head-parsing path.
+#[test]
+fn splice_after_connect_splices_the_reply_whole_and_closes() {
+    let body = body_of(300_000);
+    let mut reply = format!(
+        "HTTP/1.1 200 OK\r\nX-Origin: yes\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    reply.extend_from_slice(&body);
+    let origin = closing_origin(reply.clone());
+    let proxy = splice_after_connect_proxy("[cache]\nenabled = false\n");
+    assert_spliced_whole(&proxy, &origin.url("/whole"), &reply);
+    let logs = proxy.wait_for_log_count("sluice::access", 1);
+    assert!(
+        logs.contains("status=0") && logs.contains("engine=splice"),
+        "{logs}"
+    );
+
+    let mut client = RawClient::connect(proxy.addr());
+    let url = origin.url("/post");
+    client.send(
+        format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi").as_bytes(),
+    );
+    let response = client.read_response(&Method::Other("POST".into()));
+    assert_eq!((response.status(), response.body == body), (200, true));
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    assert!(logs.contains("status=200"), "{logs}");
+}
+
+/// With the cache on, a GET is spliced whole only once the cache knows its URL is not
+/// cacheable (the pass marker a `no-store` reply leaves): the first reply is read as usual.
+#[test]
+fn splice_after_connect_splices_whole_what_the_cache_passes() {
+    let body = body_of(100_000);
+    let mut reply = format!(
+        "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    reply.extend_from_slice(&body);
+    let origin = closing_origin(reply.clone());
+    let proxy = splice_after_connect_proxy("");
+    let url = origin.url("/no-store");
+    let mut client = RawClient::connect(proxy.addr());
+    client.send(&get(&url));
+    assert_eq!(client.read_response(&Method::Get).body, body);
+    assert_spliced_whole(&proxy, &url, &reply);
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    let lines: Vec<&str> = logs.lines().filter(|l| l.contains("sluice::access")).collect();
+    assert!(lines[0].contains("status=200"), "{}", lines[0]);
+    assert!(lines[1].contains("status=0"), "{}", lines[1]);
+}
