@@ -352,7 +352,7 @@ pub struct Transfer {
 impl Default for Transfer {
     fn default() -> Self {
         Transfer {
-            engine: Engine::Copy,
+            engine: Engine::Auto,
             copy_buffer: 32 * 1024,
             pipe_size: 1024 * 1024,
             pipe_pool: 256,
@@ -394,9 +394,10 @@ impl fmt::Display for SpliceAfter {
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// `read` into a user-space buffer, then `write`: works everywhere.
-    #[default]
     Copy,
-    /// The fastest engine the kernel supports, chosen at start.
+    /// Per transfer by size: small remainders copied, larger ones spliced
+    /// (`transfer.splice_threshold`).
+    #[default]
     Auto,
     /// `splice(2)` through a pipe: bytes stay in the kernel.
     Splice,

@@ -63,7 +63,7 @@ fn defaults_have_documented_values() {
     assert_eq!(limits.upstream_idle_per_origin, 16);
     assert_eq!(HeaderPolicy::default().via.as_deref(), Some("sluice"));
     assert_eq!(Transfer::default().copy_buffer, 32 * 1024);
-    assert_eq!(Transfer::default().engine, Engine::Copy);
+    assert_eq!(Transfer::default().engine, Engine::Auto);
     assert_eq!(Transfer::default().pipe_size, 1 << 20);
     assert_eq!(Transfer::default().pipe_pool, 256);
     assert_eq!(Transfer::default().splice_threshold, 8 * 1024);

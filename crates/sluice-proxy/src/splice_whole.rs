@@ -12,7 +12,7 @@
 use sluice_config::SpliceAfter;
 use sluice_http::{BodyFraming, Version};
 use sluice_rt::timeout;
-use sluice_splice::{Engine, Ending, Limit, TransferRequest};
+use sluice_splice::{Ending, Engine, Limit, TransferRequest};
 
 use crate::access_log::AccessRecord;
 use crate::body::ending_to_result;

@@ -501,9 +501,8 @@ fn splice_after_connect_splices_the_reply_whole_and_closes() {
 
     let mut client = RawClient::connect(proxy.addr());
     let url = origin.url("/post");
-    client.send(
-        format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi").as_bytes(),
-    );
+    client
+        .send(format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi").as_bytes());
     let response = client.read_response(&Method::Other("POST".into()));
     assert_eq!((response.status(), response.body == body), (200, true));
     let logs = proxy.wait_for_log_count("sluice::access", 2);
@@ -529,7 +528,10 @@ fn splice_after_connect_splices_whole_what_the_cache_passes() {
     assert_eq!(client.read_response(&Method::Get).body, body);
     assert_spliced_whole(&proxy, &url, &reply);
     let logs = proxy.wait_for_log_count("sluice::access", 2);
-    let lines: Vec<&str> = logs.lines().filter(|l| l.contains("sluice::access")).collect();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("sluice::access"))
+        .collect();
     assert!(lines[0].contains("status=200"), "{}", lines[0]);
     assert!(lines[1].contains("status=0"), "{}", lines[1]);
 }

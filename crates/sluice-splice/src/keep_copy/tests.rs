@@ -97,79 +97,62 @@ fn sink_and_destination_both_get_exactly_the_body() {
     });
 }
 
+/// A 4 MiB body whose client reads 100 KB and hangs up, kept with `keep`; the source is
+/// closed once the transfer returns.
+async fn client_abort_halfway(keep: KeepCopy) -> (KeepCopyOutcome, Vec<u8>) {
+    let stats = EngineStats::default();
+    let engine = engine();
+    let len = 4 << 20;
+    let (src, src_far) = pair().await;
+    let (dst, mut dst_far) = pair().await;
+    let sender = send_from(src_far, body(len), false);
+    let client = std::thread::spawn(move || {
+        let mut seen = vec![0u8; 100_000];
+        dst_far.read_exact(&mut seen).unwrap();
+        drop(dst_far);
+    });
+    let mut sink = Collect::default();
+    let outcome = engine
+        .transfer_keeping_copy(
+            &src,
+            &dst,
+            request(Limit::Bytes(len as u64)),
+            keep,
+            &mut sink,
+            &stats,
+        )
+        .await
+        .unwrap();
+    client.join().unwrap();
+    drop(src);
+    let _ = sender.join();
+    (outcome, sink.0)
+}
+
 #[test]
 fn client_abort_halfway_still_delivers_the_whole_body_to_the_sink() {
     run(|| async {
-        let stats = EngineStats::default();
-        let engine = engine();
+        let (outcome, kept) = client_abort_halfway(KEEP).await;
         let len = 4 << 20;
-        let (src, src_far) = pair().await;
-        let (dst, mut dst_far) = pair().await;
-        let sender = send_from(src_far, body(len), false);
-        // The client reads 100 KB and hangs up.
-        let client = std::thread::spawn(move || {
-            let mut seen = vec![0u8; 100_000];
-            dst_far.read_exact(&mut seen).unwrap();
-            drop(dst_far);
-        });
-        let mut sink = Collect::default();
-        let outcome = engine
-            .transfer_keeping_copy(
-                &src,
-                &dst,
-                request(Limit::Bytes(len as u64)),
-                KEEP,
-                &mut sink,
-                &stats,
-            )
-            .await
-            .unwrap();
-        client.join().unwrap();
-        let _ = sender.join();
         assert_eq!(outcome.ending, Ending::DestinationAborted);
         assert!(outcome.source_complete);
         assert!(outcome.forwarded < len as u64);
         assert_eq!(outcome.kept, len as u64);
-        assert!(sink.0 == body(len), "sink copy differs");
+        assert!(kept == body(len), "sink copy differs");
     });
 }
 
 #[test]
 fn client_abort_with_more_left_than_the_allowance_stops_reading() {
     run(|| async {
-        let stats = EngineStats::default();
-        let engine = engine();
-        let len = 4 << 20;
-        let (src, src_far) = pair().await;
-        let (dst, mut dst_far) = pair().await;
-        let sender = send_from(src_far, body(len), false);
-        let client = std::thread::spawn(move || {
-            let mut seen = vec![0u8; 100_000];
-            dst_far.read_exact(&mut seen).unwrap();
-            drop(dst_far);
-        });
-        let mut sink = Collect::default();
         let keep = KeepCopy {
             keep_after_abort: 1 << 20,
             ..KEEP
         };
-        let outcome = engine
-            .transfer_keeping_copy(
-                &src,
-                &dst,
-                request(Limit::Bytes(len as u64)),
-                keep,
-                &mut sink,
-                &stats,
-            )
-            .await
-            .unwrap();
-        client.join().unwrap();
-        drop(src);
-        let _ = sender.join();
+        let (outcome, _) = client_abort_halfway(keep).await;
         assert_eq!(outcome.ending, Ending::DestinationAborted);
         assert!(!outcome.source_complete, "read on past the allowance");
-        assert!(outcome.kept < len as u64);
+        assert!(outcome.kept < 4 << 20);
     });
 }
 
