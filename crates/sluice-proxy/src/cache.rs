@@ -23,6 +23,7 @@ use crate::client::ClientConnection;
 use crate::error::{ProxyError, Side, Termination};
 use crate::exchange::{fail, upstream_request_head, Exchange, UpstreamResponse};
 use crate::route::client_allowed;
+use crate::worker::Worker;
 
 /// Client request fields that make the answer depend on what the client holds or wants a part
 /// of. A fill asks the upstream without them (so it gets the whole 200 to store) and the client
@@ -49,6 +50,7 @@ pub(crate) async fn try_run(
         _ => {}
     }
     let cache = exchange.worker.cache.as_ref()?;
+    apply_other_workers_invalidations(exchange.worker);
     let bodiless = matches!(
         exchange.request_framing,
         BodyFraming::Empty | BodyFraming::Length(0)
@@ -66,14 +68,37 @@ pub(crate) fn invalidate_after(exchange: &Exchange<'_>, response: &ResponseHead)
         return;
     };
     for key in policy::invalidated_keys(exchange.head, response) {
-        let on_disk = exchange
-            .worker
-            .disk
-            .as_ref()
-            .map_or(0, |disk| disk.borrow_mut().invalidate(&key));
-        let dropped = cache.borrow_mut().invalidate(&key) + on_disk;
+        let dropped = invalidate_everywhere(exchange.worker, cache, &key);
         if dropped > 0 {
             tracing::debug!(key = %key, dropped, "cache invalidated");
+        }
+    }
+}
+
+/// Drops `key`'s entries from this worker's memory and disk now, and from the other workers'
+/// before their next lookup; returns how many this worker held.
+fn invalidate_everywhere(worker: &Worker, cache: &RefCell<MemoryStore>, key: &CacheKey) -> usize {
+    worker.invalidations.publish(worker.id, key);
+    invalidate_here(worker, cache, key)
+}
+
+fn invalidate_here(worker: &Worker, cache: &RefCell<MemoryStore>, key: &CacheKey) -> usize {
+    let on_disk = worker
+        .disk
+        .as_ref()
+        .map_or(0, |disk| disk.borrow_mut().invalidate(key));
+    cache.borrow_mut().invalidate(key) + on_disk
+}
+
+/// Applies the PURGEs and invalidations other workers handled since this one last looked.
+fn apply_other_workers_invalidations(worker: &Worker) {
+    let Some(cache) = &worker.cache else {
+        return;
+    };
+    for key in worker.invalidations.take(worker.id) {
+        let dropped = invalidate_here(worker, cache, &key);
+        if dropped > 0 {
+            tracing::debug!(key = %key, dropped, "cache invalidated by another worker");
         }
     }
 }
@@ -531,12 +556,9 @@ async fn purge(
         Ok(key) => key,
         Err(_) => return fail(conn, record, ProxyError::NotAbsoluteForm).await,
     };
-    let on_disk = exchange
-        .worker
-        .disk
-        .as_ref()
-        .map_or(0, |disk| disk.borrow_mut().invalidate(&key));
-    let removed = cache.borrow_mut().invalidate(&key) + on_disk;
+    // This worker's own copies decide 200 or 404 (a store per worker, none shared); the others
+    // drop theirs before their next lookup.
+    let removed = invalidate_everywhere(exchange.worker, cache, &key);
     let (status, reason, body) = if removed > 0 {
         (
             200,

@@ -27,6 +27,7 @@ mod cache_fill;
 mod client;
 mod error;
 mod exchange;
+mod invalidation;
 mod route;
 mod server;
 mod splice_whole;

@@ -13,6 +13,7 @@ use sluice_rt::net::TcpListener;
 use sluice_rt::{Backend, Runtime, ShutdownHandle};
 use sluice_splice::{Engine, EngineSettings, WorkerEngines};
 
+use crate::invalidation::Invalidations;
 use crate::route::ListenerContext;
 use crate::worker::{self, Worker, WorkerReport};
 
@@ -68,12 +69,16 @@ impl Server {
         let (addrs, mut sockets) = bind_all(&config)?;
         let mut threads = Vec::with_capacity(config.workers);
         let mut shutdowns = Vec::with_capacity(config.workers);
+        let invalidations = Arc::new(Invalidations::new(sockets.len()));
         for (index, worker_sockets) in sockets.drain(..).enumerate() {
             let (ready_tx, ready_rx) = mpsc::channel();
-            let worker_config = config.clone();
+            let shared = WorkerShared {
+                config: config.clone(),
+                invalidations: invalidations.clone(),
+            };
             let spawned = thread::Builder::new()
                 .name(format!("sluice-worker-{index}"))
-                .spawn(move || run_worker(index, worker_config, backend, worker_sockets, ready_tx));
+                .spawn(move || run_worker(index, shared, backend, worker_sockets, ready_tx));
             let worker_error = |source| StartError::Worker { index, source };
             let thread = spawned.map_err(worker_error)?;
             let shutdown = ready_rx
@@ -174,13 +179,23 @@ fn bind_all(
     Ok((addrs, per_worker))
 }
 
+/// What every worker shares with the others.
+struct WorkerShared {
+    config: Arc<Config>,
+    invalidations: Arc<Invalidations>,
+}
+
 fn run_worker(
     index: usize,
-    config: Arc<Config>,
+    shared: WorkerShared,
     backend: Backend,
     sockets: Vec<std::net::TcpListener>,
     ready: mpsc::Sender<io::Result<ShutdownHandle>>,
 ) -> WorkerReport {
+    let WorkerShared {
+        config,
+        invalidations,
+    } = shared;
     let runtime = match Runtime::new(backend) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -205,7 +220,7 @@ fn run_worker(
         listeners.push((Rc::new(context), socket));
     }
     runtime.block_on(async move {
-        let worker = Rc::new(Worker::new(index, config, shutdown));
+        let worker = Rc::new(Worker::new(index, config, shutdown, invalidations));
         worker::run(worker, listeners).await
     })
 }

@@ -13,6 +13,7 @@ use sluice_rt::{sleep, spawn, ShutdownHandle};
 use sluice_splice::EngineStats;
 
 use crate::client;
+use crate::invalidation::Invalidations;
 use crate::route::ListenerContext;
 use crate::upstream::{Resolver, UpstreamPool};
 
@@ -52,13 +53,20 @@ pub(crate) struct Worker {
     /// This worker's disk tier (`cache.disk_dir/worker-N`); `None` without `disk_dir` or when
     /// it could not be opened (logged).
     pub disk: Option<RefCell<DiskTier>>,
+    /// PURGEs and invalidations other workers handled, for this worker's cache to apply.
+    pub invalidations: Arc<Invalidations>,
     open_connections: Cell<usize>,
     accepted: Cell<u64>,
     exchanges: Cell<u64>,
 }
 
 impl Worker {
-    pub(crate) fn new(id: usize, config: Arc<Config>, shutdown: ShutdownHandle) -> Self {
+    pub(crate) fn new(
+        id: usize,
+        config: Arc<Config>,
+        shutdown: ShutdownHandle,
+        invalidations: Arc<Invalidations>,
+    ) -> Self {
         let http_limits = sluice_http::Limits {
             max_request_line: config.limits.max_request_line,
             max_header_bytes: config.limits.max_header_bytes,
@@ -81,6 +89,7 @@ impl Worker {
             cache,
             fill_bytes: Cell::new(0),
             disk: open_disk(id, &config),
+            invalidations,
             http_limits,
             stream_options,
             pool: RefCell::new(pool),

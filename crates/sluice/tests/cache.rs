@@ -565,6 +565,30 @@ fn purge_removes_the_entry_and_is_refused_outside_purge_allow() {
     );
 }
 
+/// Each worker has its own store; a PURGE taken by one must empty the other's too. Over 32
+/// new connections both workers (SO_REUSEPORT spreads them) fill their own copy, so a purged
+/// object is a miss exactly once on each worker afterwards.
+#[test]
+fn purge_reaches_every_worker() {
+    let origin = Origin::start(|_| Reply::with_length(200, &["Cache-Control: max-age=60"], b"w"));
+    let config = forward_config(&[], "").replace("workers = 1", "workers = 2");
+    let proxy = Proxy::start(binary(), &config);
+    let url = origin.url("/w");
+    let misses = |proxy: &Proxy| {
+        (0..32)
+            .filter(|_| {
+                let mut client = RawClient::connect(proxy.addr());
+                x_cache(&get(&mut client, &url, &[])) == "MISS"
+            })
+            .count()
+    };
+    assert_eq!(misses(&proxy), 2, "one fill per worker");
+    let mut client = RawClient::connect(proxy.addr());
+    assert_eq!(request(&mut client, "PURGE", &url, &[]).status(), 200);
+    assert_eq!(misses(&proxy), 2, "a worker kept serving the purged object");
+    assert_eq!(origin.requests().len(), 4);
+}
+
 #[test]
 fn disabled_cache_forwards_everything_untouched() {
     let origin = Origin::start(|_| Reply::with_length(200, &["Cache-Control: max-age=60"], b"d"));
