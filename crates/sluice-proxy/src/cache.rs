@@ -20,6 +20,7 @@ use sluice_rt::timeout;
 use crate::access_log::AccessRecord;
 use crate::cache_fill::{self, FillMode, FillOutcome};
 use crate::client::ClientConnection;
+use crate::disk_hit;
 use crate::error::{ProxyError, Side, Termination};
 use crate::exchange::{fail, upstream_request_head, Exchange, UpstreamResponse};
 use crate::route::client_allowed;
@@ -137,7 +138,7 @@ async fn serve(
             }
             Lookup::Miss if !filled => {
                 if let Some(hit) = disk_lookup(exchange, key) {
-                    return answer_from_disk(exchange, conn, record, hit).await;
+                    return disk_hit::answer(exchange, conn, record, hit).await;
                 }
                 if exchange.head.method == Method::Head {
                     return pass(exchange, conn, record, "miss").await;
@@ -380,73 +381,6 @@ fn disk_lookup(exchange: &Exchange<'_>, key: &CacheKey) -> Option<DiskHit> {
         .borrow_mut()
         .lookup(key, exchange.head, SystemTime::now())?;
     matches!(hit.verdict, Verdict::Fresh | Verdict::ServeStale).then_some(hit)
-}
-
-/// Bytes read from a disk file per blocking-pool call.
-const DISK_READ_SIZE: usize = 256 * 1024;
-
-/// Answers from a disk entry: the head as for a memory hit, the body read from the file on the
-/// blocking pool (the worker never waits on the disk) one piece at a time.
-async fn answer_from_disk(
-    exchange: &Exchange<'_>,
-    conn: &mut ClientConnection,
-    record: &mut AccessRecord,
-    hit: DiskHit,
-) -> bool {
-    let answer = policy::respond(exchange.head, &hit.meta, SystemTime::now());
-    record.status = answer.head.status;
-    record.cache = "hit-disk";
-    exchange.x_cache.set(Some("HIT"));
-    let keep_client = exchange.head.keep_alive() && !exchange.worker.shutdown.is_requested();
-    let head = exchange.client_response_head(answer.head, keep_client, false);
-    let (mut offset, mut left) = match answer.body {
-        BodySlice::Empty => (0, 0),
-        BodySlice::Bytes { offset, len } => (hit.body_offset + offset, len),
-    };
-    let idle = exchange.worker.config.timeouts.body_idle;
-    let mut pending = head;
-    let file = Arc::new(hit.file);
-    loop {
-        if left > 0 {
-            let want = usize::try_from(left)
-                .unwrap_or(usize::MAX)
-                .min(DISK_READ_SIZE);
-            let reader = Arc::clone(&file);
-            let read = sluice_rt::spawn_blocking(move || {
-                let mut piece = vec![0u8; want];
-                std::os::unix::fs::FileExt::read_exact_at(&*reader, &mut piece, offset)
-                    .map(|()| piece)
-            })
-            .await;
-            let read = read.unwrap_or_else(|| Err(std::io::ErrorKind::BrokenPipe.into()));
-            match read {
-                Ok(piece) => {
-                    offset += piece.len() as u64;
-                    left -= piece.len() as u64;
-                    pending.extend_from_slice(&piece);
-                }
-                Err(error) => {
-                    // The file checked out at lookup; failing now (disk error, truncated
-                    // since) cuts the response, and the closed connection shows it.
-                    tracing::warn!(key = %hit.meta.key, %error, "disk cache read failed");
-                    record.termination = Termination::by(Side::Proxy, crate::error::Phase::Data);
-                    record.error = Some(format!("disk cache read failed: {error}"));
-                    return false;
-                }
-            }
-        }
-        match timeout(idle, conn.stream.write_all(&pending)).await {
-            Ok(Ok(())) => record.bytes += pending.len() as u64,
-            _ => {
-                record.termination = Termination::by(Side::Client, crate::error::Phase::Data);
-                return false;
-            }
-        }
-        pending.clear();
-        if left == 0 {
-            return keep_client;
-        }
-    }
 }
 
 /// STATS (any target): this worker's cache counters as one logfmt line, for clients in

@@ -25,6 +25,7 @@ mod body;
 mod cache;
 mod cache_fill;
 mod client;
+mod disk_hit;
 mod error;
 mod exchange;
 mod invalidation;

@@ -177,6 +177,41 @@ impl TcpStream {
         Ok(())
     }
 
+    /// Writes all of `buf` with MSG_MORE: the kernel holds a short tail back for what the next
+    /// send brings (a response head waits for the first body bytes of a following
+    /// [`TcpStream::send_file`], so it does not leave alone in a short segment).
+    pub async fn write_all_more(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self
+                .inner
+                .write_with(|s| {
+                    rustix::net::send(s, buf, rustix::net::SendFlags::MORE).map_err(io::Error::from)
+                })
+                .await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            buf = &buf[n..];
+        }
+        Ok(())
+    }
+
+    /// Sends up to `count` bytes of `file` from `*offset` with sendfile(2): from the page cache
+    /// to the socket, never through user space. Advances `*offset`; `Ok(0)` is end of file.
+    /// A page not in memory makes the call wait for the disk.
+    pub async fn send_file(
+        &self,
+        file: &std::fs::File,
+        offset: &mut u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        self.inner
+            .write_with(|s| {
+                rustix::fs::sendfile(s, file, Some(&mut *offset), count).map_err(io::Error::from)
+            })
+            .await
+    }
+
     /// Shuts down one or both directions.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.inner.get_ref().shutdown(how)

@@ -793,7 +793,11 @@ fn disk_tier_survives_a_restart() {
     assert_eq!(part.body, &body_of(1000)[100..200]);
     assert_eq!(origin.requests().len(), 2);
     let logs = proxy.wait_for_log_count("sluice::access", 2);
-    assert!(logs.contains("cache=hit-disk"), "{logs}");
+    assert!(
+        logs.lines()
+            .any(|line| line.contains("cache=hit-disk") && line.contains("engine=sendfile")),
+        "no disk hit went out by sendfile: {logs}"
+    );
 }
 
 #[test]
