@@ -60,7 +60,8 @@
 //!   `gzip,br` match; `br, gzip` and q-values do not. Semantic normalization per field is
 //!   left for when a workload shows variant explosion.
 //! - **Cross-worker effects.** Invalidation (§4.4) and PURGE reach only the worker's own
-//!   store; the proxy must broadcast them. Collapsed forwarding is per worker.
+//!   store here; the proxy broadcasts them to the other workers (`sluice-proxy`'s
+//!   `invalidation.rs`). Collapsed forwarding is per worker.
 //! - **The Warning field.** Obsoleted by RFC 9111; not generated.
 //! - **Request `no-transform`, response `no-transform`, `immutable`.** We never transform,
 //!   so the first two are satisfied; `immutable` (RFC 8246) only affects client reloads.
