@@ -164,6 +164,16 @@ fn bind_all(
     let mut addrs = Vec::with_capacity(config.listeners.len());
     for (index, listener) in config.listeners.iter().enumerate() {
         let mut addr = listener.address;
+        if addr.port() != 0 {
+            // SO_REUSEPORT would let us join a port another sluice already listens on, and the
+            // kernel would split clients between the two: bind once without it first, so that
+            // a second start fails with EADDRINUSE instead.
+            std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind {
+                index,
+                addr,
+                source,
+            })?;
+        }
         for sockets in per_worker.iter_mut() {
             let bind_error = |source| StartError::Bind {
                 index,

@@ -82,6 +82,46 @@ fn run_refuses_an_address_in_use() {
     assert!(err.contains("cannot bind"), "{err}");
 }
 
+/// SO_REUSEPORT lets sockets of one user share a port: a second sluice started by mistake
+/// must still be refused, not take half of the first one's clients.
+#[test]
+fn a_second_sluice_on_the_same_port_is_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!("[[listener]]\naddress = \"127.0.0.1:{port}\"\nmode = \"forward\"\n");
+    let first = Proxy::start(binary(), &config);
+    assert_eq!(first.addr().port(), port);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("second.toml");
+    std::fs::write(&path, &config).unwrap();
+    let mut second = Command::new(binary())
+        .args(["run", "--config", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a second sluice that did start would run until killed.
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > sluice_testkit::DEADLINE {
+            second.kill().unwrap();
+            let _ = second.wait();
+            panic!("the second sluice started and kept running");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "the second sluice started");
+    assert!(err.contains("cannot bind"), "{err}");
+}
+
 #[test]
 fn help_explains_every_command() {
     let (ok, help, _) = sluice(&["--help"]);
