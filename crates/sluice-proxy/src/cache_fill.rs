@@ -15,17 +15,18 @@
 //! bytes remain; a longer rest drops the fill.
 
 use std::cell::RefCell;
-use std::sync::Arc;
-use std::time::SystemTime;
-
 use std::io;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::SystemTime;
 
 use sluice_cache::{AbortReason, Committed, Fill, MemoryStore, StoredEntry};
 use sluice_http::{BodyFraming, ChunkStep, ChunkedDecoder};
 use sluice_rt::net::TcpStream;
 use sluice_rt::timeout;
-use sluice_splice::{CopySink, Ending, KeepCopy, Limit, SpliceEngine, TransferRequest};
+use sluice_splice::{
+    CopySink, Ending, KeepCopy, KeepCopyOutcome, Limit, SpliceEngine, TransferRequest,
+};
 
 use crate::access_log::AccessRecord;
 use crate::body::BodyFailure;
@@ -120,56 +121,21 @@ pub(crate) async fn run(
     });
     if let (Some(splice), Some((n, buffered))) = (splice, spliceable) {
         let body_start = &buf[..buffered];
-        let keep = KeepCopy {
-            min_read: KEEP_MIN_READ,
-            max_unread: KEEP_MAX_UNREAD,
-            keep_after_abort: config.cache.fill_after_abort as u64,
-        };
         let run = relay_spliced(
-            exchange, splice, &upstream, conn, &out, body_start, n, keep, &mut sink,
+            exchange, splice, &upstream, conn, &out, body_start, n, &mut sink,
         );
         if let Some((outcome, written)) = run.await {
             record.engine = "splice";
             record.bytes += written;
             let fill = sink.fill.take();
+            // Gives back the fill's share of `Worker::fill_bytes`.
             drop(sink);
-            let whole = outcome.source_complete && outcome.sink_error.is_none();
-            match fill {
-                Some(fill) if whole && fill.len() == n => {
-                    let _ = commit(exchange, cache, fill);
-                }
-                Some(fill) => fill.abort(
-                    &mut cache.borrow_mut(),
-                    AbortReason::Failed,
-                    SystemTime::now(),
-                ),
-                None => {}
+            let reusable = plan.upstream_persistent && buf.len() == buffered;
+            let framed = finish_spliced(exchange, cache, fill, n, outcome, record);
+            if framed && reusable {
+                exchange.worker.pool.borrow_mut().put(addr, upstream);
             }
-            return match outcome.ending {
-                Ending::Done => {
-                    if plan.upstream_persistent && buf.len() == buffered {
-                        exchange.worker.pool.borrow_mut().put(addr, upstream);
-                    }
-                    FillOutcome::Relayed(plan.keep_client)
-                }
-                Ending::DestinationAborted => {
-                    record.termination = Termination::by(Side::Client, Phase::Data);
-                    record.error = Some(String::from(if whole {
-                        "client went away; the body was read on into the cache"
-                    } else {
-                        "client went away"
-                    }));
-                    FillOutcome::Relayed(false)
-                }
-                ending => {
-                    // The client's connection closes: a cut body is never taken for a whole.
-                    let failure =
-                        crate::body::ending_to_result(ending, outcome.error).expect_err("not Done");
-                    record.termination = response_failure_termination(&failure);
-                    record.error = Some(format!("response body: {}", describe(&failure)));
-                    FillOutcome::Relayed(false)
-                }
-            };
+            return FillOutcome::Relayed(framed && plan.keep_client);
         }
         // No pipe for the copy: the copy path below, nothing sent yet.
     }
@@ -268,9 +234,13 @@ async fn relay_spliced(
     head: &[u8],
     body_start: &[u8],
     body_len: u64,
-    keep: KeepCopy,
     sink: &mut FillSink<'_>,
-) -> Option<(sluice_splice::KeepCopyOutcome, u64)> {
+) -> Option<(KeepCopyOutcome, u64)> {
+    let keep = KeepCopy {
+        min_read: KEEP_MIN_READ,
+        max_unread: KEEP_MAX_UNREAD,
+        keep_after_abort: exchange.worker.config.cache.fill_after_abort as u64,
+    };
     let mut prefix = Vec::with_capacity(head.len() + body_start.len());
     prefix.extend_from_slice(head);
     prefix.extend_from_slice(body_start);
@@ -302,6 +272,48 @@ async fn relay_spliced(
             None
         }
     }
+}
+
+/// Commits `fill` if the whole `body_len`-byte body reached it (aborts it otherwise) and logs
+/// how the spliced relay ended. True when the body ended as framed for the client too (the
+/// upstream connection may be reused); false when the client's connection must close.
+fn finish_spliced(
+    exchange: &Exchange<'_>,
+    cache: &RefCell<MemoryStore>,
+    fill: Option<Fill>,
+    body_len: u64,
+    outcome: KeepCopyOutcome,
+    record: &mut AccessRecord,
+) -> bool {
+    let whole = outcome.source_complete && outcome.sink_error.is_none();
+    match fill {
+        Some(fill) if whole && fill.len() == body_len => {
+            let _ = commit(exchange, cache, fill);
+        }
+        Some(fill) => fill.abort(
+            &mut cache.borrow_mut(),
+            AbortReason::Failed,
+            SystemTime::now(),
+        ),
+        None => {}
+    }
+    let failure = match crate::body::ending_to_result(outcome.ending, outcome.error) {
+        Ok(()) => return true,
+        Err(failure) => failure,
+    };
+    if outcome.ending == Ending::DestinationAborted {
+        record.termination = Termination::by(Side::Client, Phase::Data);
+        record.error = Some(String::from(if whole {
+            "client went away; the body was read on into the cache"
+        } else {
+            "client went away"
+        }));
+    } else {
+        // The client's connection closes: a cut body is never taken for a whole one.
+        record.termination = response_failure_termination(&failure);
+        record.error = Some(format!("response body: {}", describe(&failure)));
+    }
+    false
 }
 
 /// A [`FillSink`] that first takes the body bytes already read with the head.
