@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use sluice_config::ListenerMode;
 use sluice_http::{
     parse_response, remove_hop_by_hop, BodyFraming, Method, Parsed, RequestHead, RequestTarget,
     ResponseHead, Version,
@@ -132,15 +133,8 @@ impl Exchange<'_> {
         request_head: Vec<u8>,
         record: &mut AccessRecord,
     ) -> Result<UpstreamResponse, bool> {
-        let addrs = match self
-            .worker
-            .resolver
-            .resolve(&self.route.host, self.route.port)
-            .await
-        {
-            Ok(addrs) => addrs,
-            Err(error) => return Err(fail(conn, record, error).await),
-        };
+        // The addresses of the upstream in use; resolved on the first attempt.
+        let mut addrs = Vec::new();
         // A reused connection may have been closed by the upstream just as we picked it; a
         // request without a body that got no byte back is then safely sent once more on a new
         // connection (RFC 9110 §9.2.2: only idempotent methods).
@@ -149,7 +143,7 @@ impl Exchange<'_> {
         let mut attempt = 0;
         let (stream, addr, head, buf) = loop {
             attempt += 1;
-            let (upstream, addr, reused) = match self.checkout(&addrs).await {
+            let (upstream, addr, reused) = match self.connect_upstream(&mut addrs).await {
                 Ok(found) => found,
                 Err(error) => return Err(fail(conn, record, error).await),
             };
@@ -276,6 +270,52 @@ impl Exchange<'_> {
                 false
             }
         }
+    }
+
+    /// A connection to the route's upstream, resolving it first when `addrs` is empty. In
+    /// reverse mode, an upstream that cannot be resolved or reached hands the request to the
+    /// listener's next upstream, each tried once; `addrs` is left with the one that answered.
+    async fn connect_upstream(
+        &self,
+        addrs: &mut Vec<SocketAddr>,
+    ) -> Result<(TcpStream, SocketAddr, bool), ProxyError> {
+        let mut last = match self.reach(&self.route.host, self.route.port, addrs).await {
+            Ok(found) => return Ok(found),
+            Err(error) => error,
+        };
+        let unreachable = matches!(
+            last,
+            ProxyError::Resolve { .. }
+                | ProxyError::Connect { .. }
+                | ProxyError::ConnectTimeout { .. }
+        );
+        if self.listener.mode != ListenerMode::Reverse || !unreachable {
+            return Err(last);
+        }
+        for _ in 1..self.listener.upstreams.len() {
+            let Some(next) = self.listener.next_upstream() else {
+                break;
+            };
+            tracing::warn!(error = %last, next = %next, "upstream unreachable; trying the next one");
+            addrs.clear();
+            match self.reach(&next.host, next.port, addrs).await {
+                Ok(found) => return Ok(found),
+                Err(error) => last = error,
+            }
+        }
+        Err(last)
+    }
+
+    async fn reach(
+        &self,
+        host: &str,
+        port: u16,
+        addrs: &mut Vec<SocketAddr>,
+    ) -> Result<(TcpStream, SocketAddr, bool), ProxyError> {
+        if addrs.is_empty() {
+            *addrs = self.worker.resolver.resolve(host, port).await?;
+        }
+        self.checkout(addrs).await
     }
 
     /// A pooled connection to the first address, or a new one.

@@ -37,7 +37,7 @@ impl ListenerContext {
     }
 
     /// The upstream for the next reverse-mode request, in round-robin order per worker.
-    fn next_upstream(&self) -> Option<&UpstreamAddr> {
+    pub(crate) fn next_upstream(&self) -> Option<&UpstreamAddr> {
         let index = self.next_upstream.get();
         self.next_upstream.set(index.wrapping_add(1));
         self.upstreams.get(index % self.upstreams.len().max(1))

@@ -56,3 +56,46 @@ fn connect_on_a_reverse_listener_is_refused() {
     assert_eq!(response.status(), 405);
     assert!(client.is_closed());
 }
+
+/// An upstream that refuses connections costs no request: each one goes to the next upstream.
+/// With every upstream down the client gets a 502.
+#[test]
+fn a_refused_upstream_fails_over_to_the_next() {
+    let live = Origin::start(|_| Reply::ok(b"live"));
+    // A port that was free a moment ago: connecting to it is refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = format!(
+        "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"reverse\"\n\
+         upstreams = [\"{dead}\", \"{}\"]\n",
+        live.addr()
+    );
+    let proxy = sluice_testkit::Proxy::start(common::binary(), &config);
+    let mut client = RawClient::connect(proxy.addr());
+    for _ in 0..4 {
+        let response = client
+            .send(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            .read_response(&Method::Get);
+        assert_eq!(
+            (response.status(), response.body.as_slice()),
+            (200, &b"live"[..])
+        );
+    }
+    assert_eq!(live.requests().len(), 4);
+    assert!(proxy
+        .wait_for_log("upstream unreachable")
+        .contains(&dead.to_string()));
+
+    let all_dead = format!(
+        "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"reverse\"\n\
+         upstreams = [\"{dead}\", \"{dead}\"]\n"
+    );
+    let proxy = sluice_testkit::Proxy::start(common::binary(), &all_dead);
+    let mut client = RawClient::connect(proxy.addr());
+    let response = client
+        .send(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .read_response(&Method::Get);
+    assert_eq!(response.status(), 502);
+}
