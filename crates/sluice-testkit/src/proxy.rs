@@ -1,5 +1,6 @@
 //! The real `sluice` binary, started with a config written to a temporary file.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -8,7 +9,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use crate::DEADLINE;
+use sluice_http::Method;
+
+use crate::{RawClient, DEADLINE};
 
 /// A running `sluice run --config FILE`, killed when dropped.
 #[derive(Debug)]
@@ -128,6 +131,23 @@ impl Proxy {
             );
             thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// The cache counters of the worker that takes a new connection, from the STATS method
+    /// (`hits=3 misses=1 ...`, one worker's store): exact when the proxy runs one worker.
+    ///
+    /// # Panics
+    /// If STATS is not answered with 200 (cache off, client outside `cache.purge_allow`).
+    pub fn cache_stats(&self) -> HashMap<String, u64> {
+        let mut client = RawClient::connect(self.addr());
+        client.send(b"STATS http://stats.invalid/ HTTP/1.1\r\nHost: stats.invalid\r\n\r\n");
+        let response = client.read_response(&Method::Other("STATS".into()));
+        assert_eq!(response.status(), 200, "STATS: {}", response.head_text);
+        String::from_utf8_lossy(&response.body)
+            .split_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.parse().expect("a count")))
+            .collect()
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.

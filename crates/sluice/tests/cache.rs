@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -37,26 +36,14 @@ fn request(client: &mut RawClient, method: &str, url: &str, headers: &[&str]) ->
     client.read_response(&method)
 }
 
-/// The worker's cache counters, from the STATS method (one worker in these tests).
-fn stats(proxy: &Proxy) -> HashMap<String, u64> {
-    let mut client = RawClient::connect(proxy.addr());
-    let response = request(&mut client, "STATS", "http://stats.invalid/", &[]);
-    assert_eq!(response.status(), 200, "{}", response.head_text);
-    String::from_utf8_lossy(&response.body)
-        .split_whitespace()
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(name, value)| (name.to_owned(), value.parse().expect("a count")))
-        .collect()
-}
-
 /// Polls STATS until `counter` reaches `value` (an event in the proxy, not a timing guess).
 fn wait_for_stat(proxy: &Proxy, counter: &str, value: u64) {
     let start = std::time::Instant::now();
-    while stats(proxy)[counter] < value {
+    while proxy.cache_stats()[counter] < value {
         assert!(
             start.elapsed() < sluice_testkit::DEADLINE,
             "{counter} never reached {value}: {:?}",
-            stats(proxy)
+            proxy.cache_stats()
         );
         thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -362,7 +349,7 @@ fn memory_budget_holds_under_many_fills() {
         let response = get(&mut client, &origin.url(&format!("/obj/{i}")), &[]);
         assert_eq!(response.status(), 200);
     }
-    let stats = stats(&proxy);
+    let stats = proxy.cache_stats();
     assert_eq!(stats["budget"], 1 << 20);
     assert!(stats["bytes"] <= stats["budget"], "{stats:?}");
     assert_eq!(stats["fills_committed"], 40, "{stats:?}");
@@ -454,7 +441,7 @@ fn client_abort_within_allowance(transfer: &str) {
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
     proxy.wait_for_log("term=CD");
-    assert_eq!(stats(&proxy)["fills_committed"], 1);
+    assert_eq!(proxy.cache_stats()["fills_committed"], 1);
     let mut client = RawClient::connect(proxy.addr());
     let hit = get(&mut client, &url, &[]);
     assert_eq!(x_cache(&hit), "HIT");
@@ -481,7 +468,7 @@ fn client_abort_past_allowance(transfer: &str) {
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
     proxy.wait_for_log("term=CD");
-    assert_eq!(stats(&proxy)["fills_aborted"], 1);
+    assert_eq!(proxy.cache_stats()["fills_aborted"], 1);
     let mut client = RawClient::connect(proxy.addr());
     let response = get(&mut client, &url, &[]);
     assert_eq!(x_cache(&response), "MISS");
@@ -512,7 +499,7 @@ fn spliced_miss_fills_the_cache_through_tee_and_the_hit_is_byte_exact() {
             .any(|line| line.contains("cache=miss") && line.contains("engine=splice")),
         "the miss was not spliced: {logs}"
     );
-    assert_eq!(stats(&proxy)["fills_committed"], 1);
+    assert_eq!(proxy.cache_stats()["fills_committed"], 1);
 }
 
 #[test]
@@ -617,7 +604,7 @@ fn object_announced_over_max_object_is_relayed_and_passed() {
         assert_eq!(get(&mut client, &url, &[]).body, body);
     }
     assert_eq!(origin.requests().len(), 2);
-    let stats = stats(&proxy);
+    let stats = proxy.cache_stats();
     assert_eq!(
         (stats["entries"], stats["fills_committed"]),
         (0, 0),
@@ -820,7 +807,7 @@ fn truncated_disk_file_is_dropped_and_never_served() {
     file.set_len(len - 1000).expect("truncate");
 
     let proxy = disk_proxy(dir.path());
-    assert_eq!(stats(&proxy)["disk_damaged"], 1);
+    assert_eq!(proxy.cache_stats()["disk_damaged"], 1);
     let mut client = RawClient::connect(proxy.addr());
     let response = get(&mut client, &origin.url("/d0"), &[]);
     assert_eq!(x_cache(&response), "MISS");
