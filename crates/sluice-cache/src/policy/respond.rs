@@ -52,6 +52,10 @@ pub enum BodySlice {
 /// If-None-Match, else If-Modified-Since (304 when the client's copy is current); then, for
 /// GET, If-Range and a single Range (206, or 416 past the end; several ranges get the whole
 /// 200). HEAD gets the GET head without a body.
+///
+/// A stored 404 or 301 is answered as stored: preconditions apply only where the answer would
+/// otherwise be 2xx (§13.2.1), and a Range only where it would be 200 (§14.2), so no client
+/// gets a 304 for an error page or a 206 slice of one.
 pub fn respond(request: &RequestHead, entry: &EntryMeta, now: SystemTime) -> HitResponse {
     let age = current_age(&entry.head, entry.request_time, entry.response_time, now);
     let len = entry.body_len;
@@ -62,9 +66,14 @@ pub fn respond(request: &RequestHead, entry: &EntryMeta, now: SystemTime) -> Hit
         .get("last-modified")
         .and_then(parse_http_date);
 
-    let mut head = if precondition_fails(request, current_tag.as_ref(), last_modified) {
+    let preconditions_apply = (200..300).contains(&stored.status);
+    let mut head = if preconditions_apply
+        && precondition_fails(request, current_tag.as_ref(), last_modified)
+    {
         status_only(stored, 412, "Precondition Failed")
-    } else if client_copy_current(request, current_tag.as_ref(), last_modified) {
+    } else if preconditions_apply
+        && client_copy_current(request, current_tag.as_ref(), last_modified)
+    {
         not_modified(stored)
     } else {
         let mut head = stored.clone();
@@ -80,7 +89,11 @@ pub fn respond(request: &RequestHead, entry: &EntryMeta, now: SystemTime) -> Hit
     }
 
     let range = match request.headers.get("range") {
-        Some(value) if request.method == Method::Get && if_range_holds(request, stored) => {
+        Some(value)
+            if request.method == Method::Get
+                && stored.status == 200
+                && if_range_holds(request, stored) =>
+        {
             resolve_range(value, len)
         }
         _ => RangeOutcome::Full,
@@ -317,6 +330,33 @@ mod tests {
             "Range: bytes=0-1\r\nIf-Range: Thu, 01 Jan 2026 00:00:00 GMT\r\n",
         ));
         assert_eq!(date.head.status, 206);
+    }
+
+    #[test]
+    fn a_stored_error_ignores_preconditions_and_range() {
+        let stored = "HTTP/1.1 404 Not Found\r\nETag: \"v1\"\r\n\
+                      Last-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\nContent-Length: 10\r\n\r\n";
+        let entry = entry(stored, b"not found!");
+        for extra in [
+            "If-None-Match: \"v1\"\r\n",
+            "If-Modified-Since: Thu, 01 Jan 2026 00:00:00 GMT\r\n",
+            "If-Match: \"other\"\r\n",
+            "Range: bytes=0-3\r\n",
+        ] {
+            let out = respond(&request(&get(extra)), &entry.meta, at(T0 + 3));
+            assert_eq!(out.head.status, 404, "{extra}");
+            assert_eq!(out.body, BodySlice::Bytes { offset: 0, len: 10 }, "{extra}");
+        }
+    }
+
+    #[test]
+    fn a_stored_203_still_honours_preconditions_but_not_range() {
+        let stored = "HTTP/1.1 203 Non-Authoritative Information\r\nETag: \"v1\"\r\n\
+                      Content-Length: 10\r\n\r\n";
+        let entry = entry(stored, b"0123456789");
+        let answer = |extra: &str| respond(&request(&get(extra)), &entry.meta, at(T0 + 3));
+        assert_eq!(answer("If-None-Match: \"v1\"\r\n").head.status, 304);
+        assert_eq!(answer("Range: bytes=0-3\r\n").head.status, 203);
     }
 
     #[test]
