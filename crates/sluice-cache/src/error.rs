@@ -37,6 +37,10 @@ pub enum CacheError {
         /// What arrived.
         actual: u64,
     },
+    /// The key was purged or invalidated (RFC 9111 §4.4) while the fill ran: the response
+    /// may predate the change that invalidated it, so it is dropped, never served.
+    #[error("the key was invalidated while its response was filling, not cached")]
+    InvalidatedWhileFilling,
     /// A fill was committed before [`Fill::set_response`](crate::Fill::set_response): a bug
     /// in the caller; nothing is stored.
     #[error("fill committed without a response head, not cached")]

@@ -84,6 +84,16 @@ struct DiskEntry {
     last_used: u64,
 }
 
+/// A write the writer threads have not finished yet.
+#[derive(Debug)]
+struct InFlight {
+    /// Bytes reserved for the file.
+    size: u64,
+    entry: Arc<StoredEntry>,
+    /// Its key was invalidated or purged meanwhile: delete the file once written.
+    invalidated: bool,
+}
+
 /// One worker's disk tier.
 ///
 /// The index (key to file) is owned by the worker and touched without locks. Writes go to a
@@ -102,8 +112,8 @@ pub struct DiskTier {
     entries: HashMap<u64, DiskEntry>,
     /// (last use, id), least recent first.
     recency: BTreeSet<(u64, u64)>,
-    /// Writes in flight: id to the bytes reserved for them.
-    in_flight: HashMap<u64, (u64, Arc<StoredEntry>)>,
+    /// Writes in flight, by id.
+    in_flight: HashMap<u64, InFlight>,
     tick: u64,
     next_id: u64,
     stats: DiskStats,
@@ -190,7 +200,14 @@ impl DiskTier {
         };
         self.send(job)?;
         self.stats.bytes += size;
-        self.in_flight.insert(id, (size, entry));
+        self.in_flight.insert(
+            id,
+            InFlight {
+                size,
+                entry,
+                invalidated: false,
+            },
+        );
         Ok(())
     }
 
@@ -260,8 +277,15 @@ impl DiskTier {
         })
     }
 
-    /// Drops every variant of `key`; returns how many there were.
+    /// Drops every variant of `key`; returns how many there were. Writes of `key` still in
+    /// flight are deleted when they finish, so a purged object cannot come back from disk,
+    /// not even after a restart.
     pub fn invalidate(&mut self, key: &CacheKey) -> usize {
+        for write in self.in_flight.values_mut() {
+            if write.entry.meta.key == *key {
+                write.invalidated = true;
+            }
+        }
         let ids = self.index.get(key).cloned().unwrap_or_default();
         for &id in &ids {
             self.remove(id);
@@ -270,11 +294,21 @@ impl DiskTier {
     }
 
     fn finish_write(&mut self, written: Written) {
-        let Some((size, entry)) = self.in_flight.remove(&written.id) else {
+        let Some(InFlight {
+            size,
+            entry,
+            invalidated,
+        }) = self.in_flight.remove(&written.id)
+        else {
             return;
         };
         self.stats.bytes -= size;
         match written.result {
+            Ok(()) if invalidated => {
+                let _ = self.send(Job::Remove {
+                    path: self.path_of(written.id),
+                });
+            }
             Ok(()) => {
                 self.stats.writes += 1;
                 let path = self.path_of(written.id);

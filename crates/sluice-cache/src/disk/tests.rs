@@ -196,3 +196,20 @@ fn newer_write_replaces_same_variant_and_invalidate_removes() {
     drop(tier);
     assert!(entry_files(dir.path()).is_empty());
 }
+
+#[test]
+fn a_write_in_flight_when_its_key_is_invalidated_is_deleted_not_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tier = DiskTier::open(config(dir.path(), 1 << 20)).unwrap();
+    tier.store(entry_at("/a", b"purged while writing")).unwrap();
+    tier.store(entry_at("/b", b"kept")).unwrap();
+    assert_eq!(tier.invalidate(&key("/a")), 0, "nothing indexed yet");
+    tier.wait_idle();
+    assert!(tier.lookup(&key("/a"), &get("/a"), at(T0)).is_none());
+    assert!(tier.lookup(&key("/b"), &get("/b"), at(T0)).is_some());
+    drop(tier);
+    // Not even a restart brings it back: only /b's file is left.
+    assert_eq!(entry_files(dir.path()).len(), 1);
+    let mut tier = DiskTier::open(config(dir.path(), 1 << 20)).unwrap();
+    assert!(tier.lookup(&key("/a"), &get("/a"), at(T0)).is_none());
+}

@@ -20,6 +20,8 @@ use crate::{CacheError, CacheKey, EntryMeta, StoredEntry, Variant};
 #[derive(Debug)]
 pub(super) struct PendingFill {
     pub(super) state: FillState,
+    /// Set when the key is invalidated or purged mid-fill: the commit is then refused.
+    pub(super) invalidated: bool,
     wakers: Vec<Waker>,
 }
 
@@ -39,6 +41,7 @@ impl PendingFill {
     pub(super) fn new() -> Rc<RefCell<Self>> {
         Rc::new(RefCell::new(Self {
             state: FillState::Filling,
+            invalidated: false,
             wakers: Vec::new(),
         }))
     }
@@ -182,6 +185,10 @@ impl Fill {
                 expected: expected_len,
                 actual,
             });
+        }
+        if self.pending.borrow().invalidated {
+            store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
+            return Err(CacheError::InvalidatedWhileFilling);
         }
         let entry = StoredEntry {
             meta: EntryMeta {

@@ -236,8 +236,12 @@ impl MemoryStore {
     }
 
     /// Drops every variant of `key` (invalidation, RFC 9111 §4.4, or an admin purge) and
-    /// returns how many there were.
+    /// returns how many there were. A fill of `key` already running will not commit: its
+    /// response may predate what invalidated the key. Later lookups stop waiting on it.
     pub fn invalidate(&mut self, key: &CacheKey) -> usize {
+        if let Some(pending) = self.pending.remove(key) {
+            pending.borrow_mut().invalidated = true;
+        }
         let ids = self.index.remove(key).unwrap_or_default();
         for &id in &ids {
             self.remove_slot(id);

@@ -305,6 +305,33 @@ fn invalidate_drops_every_variant() {
 }
 
 #[test]
+fn a_fill_running_when_its_key_is_invalidated_never_commits() {
+    let mut s = store(1 << 20);
+    let mut fill = s.begin_fill(&key("/a")).unwrap();
+    let Lookup::Pending(wait) = s.lookup(&key("/a"), &request(GET), at(T0)) else {
+        panic!("expected to wait");
+    };
+    s.invalidate(&key("/a"));
+    // A request after the invalidation does not wait on the doomed fill.
+    assert!(matches!(
+        s.lookup(&key("/a"), &request(GET), at(T0)),
+        Lookup::Miss
+    ));
+    fill.set_response(Variant::default(), &response(FRESH), at(T0), at(T0));
+    fill.append(b"old").unwrap();
+    assert!(matches!(
+        fill.commit(&mut s, 3),
+        Err(CacheError::InvalidatedWhileFilling)
+    ));
+    assert!(wait.is_done(), "waiters are woken to look up again");
+    assert!(matches!(
+        s.lookup(&key("/a"), &request(GET), at(T0)),
+        Lookup::Miss
+    ));
+    assert_eq!((s.stats().entries, s.stats().fills_aborted), (0, 1));
+}
+
+#[test]
 fn head_is_served_from_get_entry() {
     let mut s = store(1 << 20);
     fill(&mut s, "/a", b"x");
