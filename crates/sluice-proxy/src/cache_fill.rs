@@ -433,7 +433,7 @@ impl CopyRelay<'_> {
             if remaining == Some(0) {
                 return Ok(input);
             }
-            self.keep_going()?;
+            self.keep_going(remaining)?;
             match self.read_more(&mut input).await {
                 Ok(()) => {}
                 // A close-delimited body ends when the upstream closes (RFC 9112 §6.3, rule 8).
@@ -479,7 +479,7 @@ impl CopyRelay<'_> {
             if done {
                 return Ok(input);
             }
-            self.keep_going()?;
+            self.keep_going(None)?;
             self.read_more(&mut input).await?;
         }
     }
@@ -509,11 +509,15 @@ impl CopyRelay<'_> {
     }
 
     /// Whether reading on is worth it: for the client, or for a fill within its allowance.
-    fn keep_going(&self) -> Step {
+    /// With `remaining` known (Content-Length), a body with more left than the allowance is
+    /// given up at once, as the spliced path does, rather than read up to the allowance and
+    /// then dropped.
+    fn keep_going(&self, remaining: Option<u64>) -> Step {
         if self.client_open {
             return Ok(());
         }
-        if self.sink.fill.is_none() || self.after_abort == 0 {
+        let beyond_allowance = remaining.is_some_and(|left| left > self.after_abort);
+        if self.sink.fill.is_none() || self.after_abort == 0 || beyond_allowance {
             return Err(BodyFailure::Destination(
                 std::io::ErrorKind::BrokenPipe.into(),
             ));

@@ -361,10 +361,12 @@ fn memory_budget_holds_under_many_fills() {
 
 /// `[transfer]` for the spliced KeepCopy path (splice plus tee into the fill).
 const SPLICE: &str = "[transfer]\nengine = \"splice\"\n";
+/// The user-space relay, which the default engine (`auto`) leaves for small bodies only.
+const COPY: &str = "[transfer]\nengine = \"copy\"\n";
 
 #[test]
 fn origin_abort_never_leaves_a_servable_partial_entry() {
-    origin_abort_leaves_no_entry("");
+    origin_abort_leaves_no_entry(COPY);
 }
 
 #[test]
@@ -422,7 +424,7 @@ fn abort_after_first_bytes(proxy: &Proxy, url: &str) {
 
 #[test]
 fn client_abort_within_fill_after_abort_still_stores_the_object() {
-    client_abort_within_allowance("");
+    client_abort_within_allowance(COPY);
 }
 
 #[test]
@@ -440,7 +442,13 @@ fn client_abort_within_allowance(transfer: &str) {
     ));
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
-    proxy.wait_for_log("term=CD");
+    let logs = proxy.wait_for_log("term=CD");
+    let engine = if transfer == SPLICE { "splice" } else { "copy" };
+    assert!(
+        logs.lines()
+            .any(|line| line.contains("term=CD") && line.contains(&format!("engine={engine}"))),
+        "the body did not go by {engine}: {logs}"
+    );
     assert_eq!(proxy.cache_stats()["fills_committed"], 1);
     let mut client = RawClient::connect(proxy.addr());
     let hit = get(&mut client, &url, &[]);
@@ -451,7 +459,7 @@ fn client_abort_within_allowance(transfer: &str) {
 
 #[test]
 fn client_abort_past_fill_after_abort_drops_the_fill() {
-    client_abort_past_allowance("");
+    client_abort_past_allowance(COPY);
 }
 
 #[test]
@@ -464,7 +472,8 @@ fn client_abort_past_allowance(transfer: &str) {
     let reply = body.clone();
     let origin =
         Origin::start(move |_| Reply::with_length(200, &["Cache-Control: max-age=60"], &reply));
-    let proxy = cache_proxy(&format!("{transfer}[cache]\nfill_after_abort = 0\n"));
+    // Far more is left at the abort than the allowance: the fill is given up, not finished.
+    let proxy = cache_proxy(&format!("{transfer}[cache]\nfill_after_abort = \"1MiB\"\n"));
     let url = origin.url("/big");
     abort_after_first_bytes(&proxy, &url);
     proxy.wait_for_log("term=CD");
