@@ -24,7 +24,7 @@ use crate::disk_hit;
 use crate::error::{ProxyError, Side, Termination};
 use crate::exchange::{fail, upstream_request_head, Exchange, UpstreamResponse};
 use crate::route::client_allowed;
-use crate::worker::Worker;
+use crate::worker::{cache_stats_line, Worker};
 
 /// Client request fields that make the answer depend on what the client holds or wants a part
 /// of. A fill asks the upstream without them (so it gets the whole 200 to store) and the client
@@ -391,56 +391,14 @@ async fn stats(
     record: &mut AccessRecord,
 ) -> bool {
     record.cache = "stats";
-    let Some(cache) = &exchange.worker.cache else {
+    let Some(counters) = cache_stats_line(exchange.worker) else {
         return fail(conn, record, ProxyError::PurgeWithoutCache).await;
     };
     let peer = conn.peer.ip();
     if !client_allowed(&exchange.worker.config.cache.purge_allow, peer) {
         return fail(conn, record, ProxyError::PurgeNotAllowed(peer)).await;
     }
-    let line = {
-        let store = cache.borrow();
-        let stats = store.stats();
-        format!(
-            "worker={} entries={} bytes={} budget={} hits={} revalidations={} misses={} \
-             collapsed={} fills_committed={} fills_aborted={} fills_oversize={} evictions={} \
-             invalidations={}\n",
-            exchange.worker.id,
-            stats.entries,
-            stats.bytes,
-            store.config().budget_bytes,
-            stats.hits,
-            stats.revalidations,
-            stats.misses,
-            stats.collapsed,
-            stats.fills_committed,
-            stats.fills_aborted,
-            stats.fills_oversize,
-            stats.evictions,
-            stats.invalidations
-        )
-    };
-    let line = match &exchange.worker.disk {
-        Some(disk) => {
-            let mut disk = disk.borrow_mut();
-            disk.poll();
-            let stats = disk.stats();
-            format!(
-                "{} disk_entries={} disk_bytes={} disk_hits={} disk_misses={} disk_writes={} \
-                 disk_write_errors={} disk_evictions={} disk_damaged={}\n",
-                line.trim_end(),
-                stats.entries,
-                stats.bytes,
-                stats.hits,
-                stats.misses,
-                stats.writes,
-                stats.write_errors,
-                stats.evictions,
-                stats.damaged
-            )
-        }
-        None => line,
-    };
+    let line = format!("worker={} {counters}\n", exchange.worker.id);
     answer_text(exchange, conn, record, 200, "OK", &line).await
 }
 

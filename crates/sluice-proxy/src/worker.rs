@@ -273,44 +273,55 @@ async fn report_cache(worker: Rc<Worker>) {
 }
 
 fn log_cache_stats(worker: &Worker) {
-    let Some(cache) = &worker.cache else {
-        return;
-    };
-    let cache = cache.borrow();
+    if let Some(line) = cache_stats_line(worker) {
+        tracing::info!(worker = worker.id, "cache stats: {line}");
+    }
+}
+
+/// This worker's cache counters as one logfmt line (`entries=.. hits=.. ... disk_hits=..`),
+/// for the periodic log and the STATS method alike; `None` with the cache off.
+///
+/// `misses` counts memory misses, disk hits among them: the share of requests answered from
+/// the cache is `(hits + disk_hits) / (hits + misses)`.
+pub(crate) fn cache_stats_line(worker: &Worker) -> Option<String> {
+    let cache = worker.cache.as_ref()?.borrow();
     let stats = cache.stats();
-    tracing::info!(
-        worker = worker.id,
-        entries = stats.entries,
-        bytes = stats.bytes,
-        budget = cache.config().budget_bytes,
-        hits = stats.hits,
-        revalidations = stats.revalidations,
-        misses = stats.misses,
-        collapsed = stats.collapsed,
-        fills_committed = stats.fills_committed,
-        fills_aborted = stats.fills_aborted,
-        fills_oversize = stats.fills_oversize,
-        evictions = stats.evictions,
-        invalidations = stats.invalidations,
-        "cache stats"
+    let mut line = format!(
+        "entries={} bytes={} budget={} hits={} revalidations={} misses={} collapsed={} \
+         fills_committed={} fills_aborted={} fills_uncacheable={} fills_oversize={} \
+         evictions={} invalidations={}",
+        stats.entries,
+        stats.bytes,
+        cache.config().budget_bytes,
+        stats.hits,
+        stats.revalidations,
+        stats.misses,
+        stats.collapsed,
+        stats.fills_committed,
+        stats.fills_aborted,
+        stats.fills_uncacheable,
+        stats.fills_oversize,
+        stats.evictions,
+        stats.invalidations
     );
     if let Some(disk) = &worker.disk {
         let mut disk = disk.borrow_mut();
         disk.poll();
         let stats = disk.stats();
-        tracing::info!(
-            worker = worker.id,
-            entries = stats.entries,
-            bytes = stats.bytes,
-            hits = stats.hits,
-            misses = stats.misses,
-            writes = stats.writes,
-            write_errors = stats.write_errors,
-            evictions = stats.evictions,
-            damaged = stats.damaged,
-            "disk cache stats"
-        );
+        line.push_str(&format!(
+            " disk_entries={} disk_bytes={} disk_hits={} disk_misses={} disk_writes={} \
+             disk_write_errors={} disk_evictions={} disk_damaged={}",
+            stats.entries,
+            stats.bytes,
+            stats.hits,
+            stats.misses,
+            stats.writes,
+            stats.write_errors,
+            stats.evictions,
+            stats.damaged
+        ));
     }
+    Some(line)
 }
 
 async fn sweep_pool(worker: Rc<Worker>) {

@@ -398,8 +398,10 @@ impl MemoryStore {
             self.pending.remove(&fill.key);
         }
         PendingFill::finish(&fill.pending, state);
-        if aborted.is_some() {
-            self.stats.fills_aborted += 1;
+        match aborted {
+            Some(AbortReason::Failed) => self.stats.fills_aborted += 1,
+            Some(AbortReason::Uncacheable) => self.stats.fills_uncacheable += 1,
+            None => {}
         }
     }
 

@@ -17,8 +17,12 @@ pub struct CacheStats {
     pub collapsed: u64,
     /// Fills that became entries.
     pub fills_committed: u64,
-    /// Fills dropped: length mismatch, failure, uncacheable, or dropped unfinished.
+    /// Fills dropped: length mismatch, upstream or client failure, invalidated meanwhile, or
+    /// dropped unfinished.
     pub fills_aborted: u64,
+    /// Fills ended because the response turned out not storable (`no-store`, `private`, an
+    /// uncacheable status...): not a failure, the response was simply passed on.
+    pub fills_uncacheable: u64,
     /// Fills too large for memory, handed back for the disk tier.
     pub fills_oversize: u64,
     /// Entries evicted to stay within the budget.

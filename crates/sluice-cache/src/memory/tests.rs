@@ -197,6 +197,11 @@ fn uncacheable_abort_passes_the_key_for_a_while() {
     let mut s = store(1 << 20);
     let fill = s.begin_fill(&key("/a")).unwrap();
     fill.abort(&mut s, AbortReason::Uncacheable, at(T0));
+    assert_eq!(
+        (s.stats().fills_uncacheable, s.stats().fills_aborted),
+        (1, 0),
+        "a response that may not be stored is no failed fill"
+    );
     assert!(matches!(
         s.lookup(&key("/a"), &request(GET), at(T0 + 1)),
         Lookup::Pass
