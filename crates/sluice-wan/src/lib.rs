@@ -45,7 +45,8 @@ pub mod netns;
 pub mod probe;
 pub mod profile;
 pub mod shaper;
-// The one place with `unsafe`: TUNSETIFF and signalfd, which neither std nor rustix wrap.
+// The one place with `unsafe`: TUNSETIFF, signalfd and sched_setscheduler, which neither std
+// nor rustix wrap.
 #[allow(unsafe_code)]
 mod sys;
 pub mod tcpstats;
