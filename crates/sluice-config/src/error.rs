@@ -173,6 +173,14 @@ pub enum Problem {
         /// The configured memory budget.
         memory: Amount,
     },
+    /// `cache.memory_max_object` exceeds `cache.max_object`, the cap on everything cached.
+    #[error("{memory_max_object} exceeds cache.max_object ({max_object}), the largest object cached at all; lower it or raise max_object")]
+    MemoryObjectOverMaxObject {
+        /// The memory store's object cap.
+        memory_max_object: Amount,
+        /// The cap on any cached object.
+        max_object: Amount,
+    },
     /// `log.level` is not a level `tracing` knows.
     #[error(
         "unknown level \"{0}\", expected one of \"error\", \"warn\", \"info\", \"debug\", \

@@ -431,6 +431,10 @@ pub struct Cache {
     /// Largest response body kept; larger responses are forwarded without a copy.
     #[serde(with = "units::size")]
     pub max_object: usize,
+    /// Largest object the memory store keeps; larger ones, up to `max_object`, go to the
+    /// disk tier (Squid's `maximum_object_size_in_memory`). `None` (key absent): `max_object`.
+    #[serde(with = "units::option_size", skip_serializing_if = "Option::is_none")]
+    pub memory_max_object: Option<usize>,
     /// Directory of the disk tier; `None` (key absent) keeps the cache in memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_dir: Option<PathBuf>,
@@ -447,6 +451,22 @@ pub struct Cache {
     pub purge_allow: Vec<IpNet>,
 }
 
+impl Cache {
+    /// The largest object the memory store keeps.
+    pub fn memory_object_cap(&self) -> usize {
+        self.memory_max_object.unwrap_or(self.max_object)
+    }
+
+    /// The largest response body worth copying while it is relayed: `max_object` with a disk
+    /// tier to take what memory will not, else what memory keeps.
+    pub fn fill_cap(&self) -> usize {
+        match self.disk_dir {
+            Some(_) => self.max_object,
+            None => self.memory_object_cap(),
+        }
+    }
+}
+
 impl Default for Cache {
     fn default() -> Self {
         let loopback = |text: &str| text.parse().expect("literal loopback prefix is valid");
@@ -454,6 +474,7 @@ impl Default for Cache {
             enabled: true,
             memory: 256 << 20,
             max_object: 64 << 20,
+            memory_max_object: None,
             disk_dir: None,
             disk_size: 1 << 30,
             fill_after_abort: 1 << 20,

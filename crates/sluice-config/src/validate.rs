@@ -260,6 +260,15 @@ fn check_sizes(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
         1,
         "with 0 nothing could be cached; set cache.enabled = false to turn the cache off",
     ));
+    if let Some(bytes) = config.cache.memory_max_object {
+        minimums.push(size(
+            "cache",
+            "memory_max_object",
+            bytes,
+            1,
+            "with 0 memory would keep nothing; remove the key to keep objects up to max_object",
+        ));
+    }
     let socket_why = "the kernel would silently raise it to its own minimum; remove the key \
                       to keep the kernel default";
     if let Some(bytes) = config.socket.send_buffer {
@@ -297,6 +306,15 @@ fn check_cache(config: &Config, checker: &Checker<'_>) -> Result<(), ConfigError
             memory: Amount::Bytes(cache.memory),
         };
         return Err(checker.error(path.key("max_object"), problem));
+    }
+    if let Some(memory_max_object) = cache.memory_max_object {
+        if memory_max_object > cache.max_object {
+            let problem = Problem::MemoryObjectOverMaxObject {
+                memory_max_object: Amount::Bytes(memory_max_object),
+                max_object: Amount::Bytes(cache.max_object),
+            };
+            return Err(checker.error(path.key("memory_max_object"), problem));
+        }
     }
     if let Some(dir) = &cache.disk_dir {
         if !dir.is_absolute() {
@@ -359,6 +377,17 @@ pub(crate) fn warnings(config: &Config) -> Vec<String> {
     let cache = &config.cache;
     if cache.enabled && config.workers > 0 {
         let share = cache.memory / config.workers;
+        if cache.memory_max_object.is_some()
+            && cache.disk_dir.is_none()
+            && cache.memory_object_cap() < cache.max_object
+        {
+            warnings.push(format!(
+                "cache.memory_max_object: {} is below cache.max_object ({}) but there is no \
+                 disk tier (cache.disk_dir) for the objects in between, so they are never kept",
+                format_size(cache.memory_object_cap()),
+                format_size(cache.max_object)
+            ));
+        }
         if cache.max_object > share {
             warnings.push(format!(
                 "cache.max_object: {} exceeds each worker's share of cache.memory ({} / {} \

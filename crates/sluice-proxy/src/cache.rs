@@ -232,9 +232,9 @@ async fn fetch_and_fill(
             return Fetched::Done(exchange.relay(conn, response, record).await);
         }
     };
-    let max_object = exchange.worker.config.cache.max_object as u64;
+    let fill_cap = exchange.worker.config.cache.fill_cap() as u64;
     let mode = match response.head.body_framing(&Method::Get) {
-        Ok(BodyFraming::Length(n)) if n > max_object => {
+        Ok(BodyFraming::Length(n)) if n > fill_cap => {
             // Announced too large to keep: relay it with the listener's engine (no copy), and
             // let the next requests for the key pass straight through for a while.
             fill.abort(

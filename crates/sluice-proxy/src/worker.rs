@@ -118,14 +118,14 @@ impl Worker {
 }
 
 /// This worker's memory store limits: an equal share of `cache.memory` per worker (stores are
-/// per worker, so no request takes a lock), objects up to `cache.max_object`.
+/// per worker, so no request takes a lock), objects up to `cache.memory_max_object`, fills up
+/// to what the disk tier may still take (a fill too large for memory is handed to it whole).
 fn memory_config(config: &Config) -> MemoryConfig {
     let workers = config.workers.max(1) as u64;
-    let max_object = config.cache.max_object as u64;
     MemoryConfig {
         budget_bytes: config.cache.memory as u64 / workers,
-        max_object_bytes: max_object,
-        max_fill_bytes: max_object,
+        max_object_bytes: config.cache.memory_object_cap() as u64,
+        max_fill_bytes: config.cache.fill_cap() as u64,
         ..MemoryConfig::default()
     }
 }

@@ -823,3 +823,39 @@ fn truncated_disk_file_is_dropped_and_never_served() {
     assert_eq!(response.body, body_of(700 * 1024 + "/d0".len()));
     assert_eq!(origin.requests().len(), 3);
 }
+
+#[test]
+fn an_object_over_memory_max_object_goes_straight_to_disk() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let origin = large_origin();
+    let proxy = cache_proxy(&format!(
+        "[cache]\nmemory = \"4MiB\"\nmax_object = \"1MiB\"\nmemory_max_object = \"64KiB\"\n\
+         disk_dir = \"{}\"\n",
+        dir.path().display()
+    ));
+    let url = origin.url("/large");
+    let mut client = RawClient::connect(proxy.addr());
+    let miss = get(&mut client, &url, &[]);
+    assert_eq!(x_cache(&miss), "MISS");
+    assert_eq!(miss.body, body_of(700 * 1024 + "/large".len()));
+    wait_for_stat(&proxy, "disk_writes", 1);
+    let stats = proxy.cache_stats();
+    assert_eq!(
+        (
+            stats["entries"],
+            stats["disk_entries"],
+            stats["fills_oversize"]
+        ),
+        (0, 1, 1),
+        "held in memory, or not written to disk: {stats:?}"
+    );
+    let hit = get(&mut client, &url, &[]);
+    assert_eq!(x_cache(&hit), "HIT");
+    assert_eq!(hit.body, miss.body);
+    assert_eq!(origin.requests().len(), 1);
+    let logs = proxy.wait_for_log_count("sluice::access", 2);
+    assert!(
+        logs.lines().any(|line| line.contains("cache=hit-disk")),
+        "the second request was not a disk hit: {logs}"
+    );
+}
