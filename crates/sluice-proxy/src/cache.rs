@@ -221,9 +221,10 @@ async fn fetch_and_fill(
     let variant = match policy::storability(exchange.head, &response.head) {
         Storability::Storable(variant) => variant,
         Storability::NotStorable(reason) => {
-            // An error status says nothing about the next response: fill again next time
-            // instead of passing the key for the store's pass period.
-            let abort = if reason == NotStorableReason::Status {
+            // An interim, partial or server-error answer says nothing about the next response
+            // (a 503 in an outage): fill again next time instead of passing the key for the
+            // store's pass period, which would also stop collapsing misses while it recovers.
+            let abort = if reason == NotStorableReason::Status || response.head.status >= 500 {
                 AbortReason::Failed
             } else {
                 AbortReason::Uncacheable

@@ -859,3 +859,25 @@ fn an_object_over_memory_max_object_goes_straight_to_disk() {
         "the second request was not a disk hit: {logs}"
     );
 }
+
+#[test]
+fn a_server_error_does_not_stop_the_next_response_from_being_cached() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let origin = Origin::start(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 => Reply::with_length(503, &[], b"try later"),
+        _ => Reply::with_length(200, &["Cache-Control: max-age=60"], b"back"),
+    });
+    let proxy = cache_proxy("");
+    let url = origin.url("/flaky");
+    let mut client = RawClient::connect(proxy.addr());
+    assert_eq!(get(&mut client, &url, &[]).status(), 503);
+    let recovered = get(&mut client, &url, &[]);
+    assert_eq!(
+        (recovered.status(), x_cache(&recovered)),
+        (200, "MISS".into())
+    );
+    let hit = get(&mut client, &url, &[]);
+    assert_eq!((hit.status(), x_cache(&hit)), (200, "HIT".into()));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
