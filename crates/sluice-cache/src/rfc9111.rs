@@ -62,6 +62,16 @@
 //! - **Cross-worker effects.** Invalidation (§4.4) and PURGE reach only the worker's own
 //!   store here; the proxy broadcasts them to the other workers (`sluice-proxy`'s
 //!   `invalidation.rs`). Collapsed forwarding is per worker.
+//! - **Passing a client's Range through on a miss.** The miss fetches the whole object (the
+//!   proxy drops Range and the client's preconditions) so that it can be stored, and the
+//!   client is answered from the entry. When the response turns out not storable, or larger
+//!   than the fill cap, the client gets the full 200 (RFC 9110 §14.2 lets a server ignore
+//!   Range): correct, but a range of a large uncacheable object costs the whole object once.
+//!   Later requests for that key pass for the pass period, Range and all.
+//! - **Detecting a truncated close-delimited body.** A response without Content-Length or
+//!   chunking ends when the upstream closes (RFC 9112 §6.3); a clean close mid-body cannot be
+//!   told from the end, so such a body is stored as received (a reset or a read error still
+//!   aborts the fill). Squid and Varnish do the same; HTTP/1.1 origins rarely send them.
 //! - **The Warning field.** Obsoleted by RFC 9111; not generated.
 //! - **Request `no-transform`, response `no-transform`, `immutable`.** We never transform,
 //!   so the first two are satisfied; `immutable` (RFC 8246) only affects client reloads.
