@@ -72,6 +72,9 @@
 //!   chunking ends when the upstream closes (RFC 9112 §6.3); a clean close mid-body cannot be
 //!   told from the end, so such a body is stored as received (a reset or a read error still
 //!   aborts the fill). Squid and Varnish do the same; HTTP/1.1 origins rarely send them.
+//! - **Revalidating disk entries (§4.3).** A stale entry on disk is fetched again in full
+//!   instead of with a conditional request: its head would have to be rewritten in the file
+//!   after a 304. Disk entries are what memory gave up, so they are rarely the hot ones.
 //! - **The Warning field.** Obsoleted by RFC 9111; not generated.
 //! - **Request `no-transform`, response `no-transform`, `immutable`.** We never transform,
 //!   so the first two are satisfied; `immutable` (RFC 8246) only affects client reloads.
