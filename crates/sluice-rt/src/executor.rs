@@ -1,18 +1,21 @@
 //! The single-threaded executor: tasks, wakers, and the loop that alternates between running
 //! ready tasks and asking the reactor what became ready.
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, EventfdFlags};
@@ -220,8 +223,11 @@ impl Runtime {
         let mut events = Vec::new();
         loop {
             self.run_ready_tasks();
-            if let Some(output) = main.state.borrow_mut().output.take() {
-                return output;
+            let finished = main.state.borrow_mut().output.take();
+            match finished {
+                Some(Ok(output)) => return output,
+                Some(Err(payload)) => panic::resume_unwind(payload),
+                None => {}
             }
             let now = Instant::now();
             let timeout = if !self.core.ready.borrow().is_empty() {
@@ -302,6 +308,11 @@ impl Runtime {
 }
 
 /// Spawns a task on the current thread's runtime. The task runs even if the handle is dropped.
+///
+/// A task that panics ends alone: the panic is logged, the task's state is dropped (its sockets
+/// close) and the worker's other tasks go on, so one connection's bug cannot take down every
+/// connection of the worker. Awaiting the [`JoinHandle`] of a panicked task resumes the panic
+/// in the awaiting task; for the future given to [`Runtime::block_on`] that is the caller.
 pub fn spawn<F: Future + 'static>(future: F) -> JoinHandle<F::Output>
 where
     F::Output: 'static,
@@ -312,7 +323,23 @@ where
     }));
     let task_state = state.clone();
     let task = async move {
-        let output = future.await;
+        let mut future = std::pin::pin!(future);
+        // Unwind safety: a panicked future is never polled again, and what it shared through
+        // `Rc<RefCell<_>>` is released by the unwinding (RefCell does not poison).
+        let output = std::future::poll_fn(|cx| {
+            match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+                Ok(Poll::Pending) => Poll::Pending,
+                Err(payload) => Poll::Ready(Err(payload)),
+            }
+        })
+        .await;
+        if let Err(payload) = &output {
+            tracing::error!(
+                panic = panic_message(payload.as_ref()),
+                "a task panicked; it is dropped and the worker goes on"
+            );
+        }
         let waiter = {
             let mut state = task_state.borrow_mut();
             state.output = Some(output);
@@ -340,8 +367,18 @@ where
     JoinHandle { state }
 }
 
+/// The text of a panic's payload (`panic!` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
+}
+
 struct JoinState<T> {
-    output: Option<T>,
+    /// The task's output, or its panic.
+    output: Option<thread::Result<T>>,
     waiter: Option<Waker>,
 }
 
@@ -361,7 +398,11 @@ impl<T> Future for JoinHandle<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let mut state = self.state.borrow_mut();
         match state.output.take() {
-            Some(output) => Poll::Ready(output),
+            Some(Ok(output)) => Poll::Ready(output),
+            Some(Err(payload)) => {
+                drop(state);
+                panic::resume_unwind(payload)
+            }
             None => {
                 state.waiter = Some(cx.waker().clone());
                 Poll::Pending

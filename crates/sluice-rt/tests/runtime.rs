@@ -141,3 +141,32 @@ fn many_connections_interleave_on_one_worker() {
     server.join().unwrap();
     assert_eq!(total, 50);
 }
+
+#[test]
+fn a_panicking_task_ends_alone_and_the_loop_goes_on() {
+    let runtime = Runtime::new(Backend::Epoll).unwrap();
+    let answer = runtime.block_on(async {
+        let _doomed = spawn(async {
+            sluice_rt::sleep(Duration::from_millis(1)).await;
+            panic!("a bug in one connection");
+        });
+        let survivor = spawn(async {
+            sluice_rt::sleep(Duration::from_millis(20)).await;
+            42
+        });
+        survivor.await
+    });
+    assert_eq!(answer, 42);
+}
+
+#[test]
+fn awaiting_a_panicked_task_resumes_its_panic() {
+    let runtime = Runtime::new(Backend::Epoll).unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            spawn(async { panic!("propagated") }).await;
+        })
+    }));
+    let payload = outcome.expect_err("the panic reached block_on's caller");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"propagated"));
+}
