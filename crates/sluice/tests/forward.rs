@@ -123,6 +123,24 @@ fn three_pipelined_requests_come_back_in_order() {
 }
 
 #[test]
+fn curl_as_an_http10_client_gets_a_chunked_response_whole() {
+    require_curl!();
+    let body = sluice_testkit::body_of(100_000);
+    let reply = body.clone();
+    let origin = Origin::start(move |_| Reply::chunked(&reply, 7_000));
+    let proxy = forward_proxy();
+    let (code, out, err) = curl(&["-0", "-x", &proxy.url(), &origin.url("/old")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out == body,
+        "the body arrived altered ({} bytes)",
+        out.len()
+    );
+    let logs = proxy.wait_for_log("sluice::access");
+    assert!(logs.contains("status=200"), "{logs}");
+}
+
+#[test]
 fn http10_client_without_keep_alive_is_closed_after_the_response() {
     let origin = Origin::start(|_| Reply::ok(b"hello"));
     let proxy = forward_proxy();
