@@ -239,3 +239,27 @@ fn keep_alive_through_sluice_forward_proxy() {
     );
     assert_clean(&report);
 }
+
+#[test]
+fn closed_loop_through_sluice_reverse_proxy() {
+    let Some(binary) = sluice_binary() else {
+        eprintln!("skipped: needs the sluice binary (cargo build -p sluice, or set SLUICE_BIN)");
+        return;
+    };
+    let origin = origin();
+    let config = format!(
+        "workers = 1\n\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"reverse\"\n\
+         upstreams = [\"{}\"]\n\n[cache]\nenabled = false\n\n[log]\naccess_log = false\n",
+        origin.local_addr()
+    );
+    let proxy = sluice_testkit::Proxy::start(&binary, &config);
+    let (report, origin_totals) = closed(
+        origin,
+        Via::Reverse(proxy.addr()),
+        "cacheable=1,uncacheable=1",
+        ConnectionMode::KeepAlive,
+    );
+    assert_clean(&report);
+    // No cache: every completed request was served by the origin.
+    assert!(origin_totals.requests >= report.completed);
+}
