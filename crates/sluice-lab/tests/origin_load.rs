@@ -187,10 +187,18 @@ fn sluice_binary() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-#[test]
-fn closed_loop_through_sluice_forward_proxy() {
+/// Starts the sluice binary with a config; `None`, saying the test skipped, without it.
+fn sluice_starter() -> Option<impl Fn(&str) -> sluice_testkit::Proxy> {
     let Some(binary) = sluice_binary() else {
         eprintln!("skipped: needs the sluice binary (cargo build -p sluice, or set SLUICE_BIN)");
+        return None;
+    };
+    Some(move |config: &str| sluice_testkit::Proxy::start(&binary, config))
+}
+
+#[test]
+fn closed_loop_through_sluice_forward_proxy() {
+    let Some(start_sluice) = sluice_starter() else {
         return;
     };
     let origin = origin();
@@ -199,7 +207,7 @@ fn closed_loop_through_sluice_forward_proxy() {
          [access]\nconnect_ports = [{}]\n\n[log]\naccess_log = false\n",
         origin.local_addr().port()
     );
-    let proxy = sluice_testkit::Proxy::start(&binary, &config);
+    let proxy = start_sluice(&config);
     let via = Via::Forward(proxy.addr());
     let (report, origin_totals) = closed(
         origin,
@@ -223,14 +231,13 @@ fn closed_loop_through_sluice_forward_proxy() {
 
 #[test]
 fn keep_alive_through_sluice_forward_proxy() {
-    let Some(binary) = sluice_binary() else {
-        eprintln!("skipped: needs the sluice binary (cargo build -p sluice, or set SLUICE_BIN)");
+    let Some(start_sluice) = sluice_starter() else {
         return;
     };
     let origin = origin();
     let config = "workers = 1\n\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"forward\"\n\n\
                   [log]\naccess_log = false\n";
-    let proxy = sluice_testkit::Proxy::start(&binary, config);
+    let proxy = start_sluice(config);
     let (report, _) = closed(
         origin,
         Via::Forward(proxy.addr()),
@@ -242,8 +249,7 @@ fn keep_alive_through_sluice_forward_proxy() {
 
 #[test]
 fn closed_loop_through_sluice_reverse_proxy() {
-    let Some(binary) = sluice_binary() else {
-        eprintln!("skipped: needs the sluice binary (cargo build -p sluice, or set SLUICE_BIN)");
+    let Some(start_sluice) = sluice_starter() else {
         return;
     };
     let origin = origin();
@@ -252,7 +258,7 @@ fn closed_loop_through_sluice_reverse_proxy() {
          upstreams = [\"{}\"]\n\n[cache]\nenabled = false\n\n[log]\naccess_log = false\n",
         origin.local_addr()
     );
-    let proxy = sluice_testkit::Proxy::start(&binary, &config);
+    let proxy = start_sluice(&config);
     let (report, origin_totals) = closed(
         origin,
         Via::Reverse(proxy.addr()),
