@@ -33,5 +33,7 @@ pub struct StoredEntry {
     /// Keys, head and times.
     pub meta: EntryMeta,
     /// The body after transfer decoding (content codings kept), exactly `meta.body_len` bytes.
-    pub body: Arc<[u8]>,
+    /// A `Vec` behind the `Arc`, not an `Arc<[u8]>`: a fill's buffer becomes the entry as it
+    /// is, where `Arc<[u8]>::from(Vec)` would copy the whole body once more.
+    pub body: Arc<Vec<u8>>,
 }

@@ -234,7 +234,8 @@ async fn fetch_and_fill(
         }
     };
     let fill_cap = exchange.worker.config.cache.fill_cap() as u64;
-    let mode = match response.head.body_framing(&Method::Get) {
+    let framing = response.head.body_framing(&Method::Get);
+    let mode = match framing {
         Ok(BodyFraming::Length(n)) if n > fill_cap => {
             // Announced too large to keep: relay it with the listener's engine (no copy), and
             // let the next requests for the key pass straight through for a while.
@@ -251,6 +252,9 @@ async fn fetch_and_fill(
     };
     let mut fill = fill;
     fill.set_response(variant, &response.head, request_time, response_time);
+    if let Ok(BodyFraming::Length(len)) = framing {
+        fill.reserve_body(len);
+    }
     match cache_fill::run(exchange, cache, conn, response, fill, mode, record).await {
         FillOutcome::Relayed(keep_alive) => Fetched::Done(keep_alive),
         FillOutcome::Stored => Fetched::LookUpAgain,

@@ -5,7 +5,7 @@
 //! The budget is meant to bound the process's memory, so an entry is charged for everything it
 //! makes the allocator hand out, not just its body:
 //!
-//! - the body, plus the `Arc<[u8]>` counters (16 bytes);
+//! - the body, plus the `Arc<Vec<u8>>` around it (counters and `Vec` header, 40 bytes);
 //! - the head: each field's name and value bytes plus its `HeaderField` (two `Vec`/`String`
 //!   headers, 48 bytes), the reason phrase, the key (held twice: in the entry and as the
 //!   index's map key) and the Vary values;
@@ -43,9 +43,10 @@ pub(super) fn entry_cost(entry: &StoredEntry) -> u64 {
     let mut allocations: u64 = 0;
     let mut bytes: u64 = 0;
 
-    // Body behind its Arc: strong and weak counters.
-    bytes += meta.body_len + 16;
-    allocations += 1;
+    // Body buffer, and the Arc holding its Vec: strong and weak counters, pointer, capacity,
+    // length.
+    bytes += meta.body_len + 16 + size_of::<Vec<u8>>() as u64;
+    allocations += 2;
 
     // The entry in its Arc.
     bytes += size_of::<StoredEntry>() as u64 + 16;

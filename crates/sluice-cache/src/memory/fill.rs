@@ -134,6 +134,17 @@ impl Fill {
         });
     }
 
+    /// Makes room for a body announced as `len` bytes (Content-Length), so that appending it
+    /// never regrows and moves the buffer. Beyond the fill limit nothing is reserved: such a
+    /// body fails at append anyway.
+    pub fn reserve_body(&mut self, len: u64) {
+        if len <= self.limit {
+            if let Ok(len) = usize::try_from(len) {
+                self.body.reserve_exact(len.saturating_sub(self.body.len()));
+            }
+        }
+    }
+
     /// Appends body bytes (after transfer decoding). Past the fill limit this fails with
     /// [`CacheError::FillTooLarge`], now and for every later append and commit, and frees
     /// what it held: the caller should [`abort`](Self::abort).
@@ -169,7 +180,12 @@ impl Fill {
     ) -> Result<Committed, CacheError> {
         let actual = self.len();
         let response = self.response.take();
-        let body = std::mem::take(&mut self.body);
+        let mut body = std::mem::take(&mut self.body);
+        // A chunked body grew by doubling: give back the unused tail, which the budget does not
+        // see (large buffers shrink by mremap, without a copy).
+        if body.capacity() - body.len() > body.len() / 8 {
+            body.shrink_to_fit();
+        }
         let key = self.key.clone();
         if self.overflowed {
             store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
@@ -199,7 +215,7 @@ impl Fill {
                 response_time: response.response_time,
                 body_len: actual,
             },
-            body: Arc::from(body),
+            body: Arc::new(body),
         };
         let committed = store.insert(Arc::new(entry));
         if matches!(committed, Committed::Stored { .. }) {

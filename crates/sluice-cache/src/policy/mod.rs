@@ -64,7 +64,7 @@ pub(crate) mod test_support {
                 response_time: at(T0),
                 body_len: body.len() as u64,
             },
-            body: Arc::from(body),
+            body: Arc::new(body.to_vec()),
         }
     }
 }
