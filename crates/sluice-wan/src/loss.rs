@@ -8,7 +8,8 @@
 //! - [`LossSpec::GilbertElliott`]: the general two-state Markov model, of which the two-state
 //!   model is the case `loss_good = 0`, `loss_bad = 1`.
 //!
-//! Models are pure: they take the random source, so a seeded run drops the same packets.
+//! Models are pure: they take the random source, so the same generator state drops the same
+//! packets of the same sequence (the wire gives each direction a generator of its own).
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

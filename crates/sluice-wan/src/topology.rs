@@ -65,7 +65,7 @@ pub struct TestBed {
     pub profile_name: String,
     /// The profile as read.
     pub profile: Profile,
-    /// Seed of the wire's random source.
+    /// Seed the wire's per-direction random sources are derived from.
     pub seed: u64,
     /// The namespaces.
     pub hosts: Vec<HostPlan>,
