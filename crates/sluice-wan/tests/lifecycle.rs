@@ -85,6 +85,38 @@ fn down_after_kill_9_of_the_wire() {
     assert_eq!(leftovers(&bed.prefix), Vec::<String>::new());
 }
 
+/// `net up` killed between starting the wire and recording its pid leaves a state file without
+/// one; a damaged state file names nothing at all. `down` must find the wire anyway (it runs in
+/// its own process group, so nothing else stops it).
+fn down_stops_a_wire_the_state_file_does_not_name(code: char, damage: fn(&str) -> String) {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up(code, "proxy", "description = \"t\"\n");
+    let pid = bed.wire_pid();
+    let state = std::fs::read_to_string(bed.state_path()).unwrap();
+    std::fs::write(bed.state_path(), damage(&state)).unwrap();
+    bed.down();
+    assert!(!alive(pid), "wire {pid} still running");
+    assert_eq!(leftovers(&bed.prefix), Vec::<String>::new());
+}
+
+#[test]
+fn down_stops_a_wire_whose_pid_was_never_saved() {
+    down_stops_a_wire_the_state_file_does_not_name('p', |state| {
+        let mut bed: serde_json::Value = serde_json::from_str(state).unwrap();
+        bed["wire_pid"] = serde_json::Value::Null;
+        bed.to_string()
+    });
+}
+
+#[test]
+fn down_stops_the_wire_of_a_damaged_state_file() {
+    down_stops_a_wire_the_state_file_does_not_name('c', |state| {
+        state[..state.len() / 2].to_owned()
+    });
+}
+
 #[test]
 fn no_route_from_client_to_server_but_through_the_proxy_host() {
     if !root_or_skip() {
