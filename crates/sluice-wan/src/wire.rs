@@ -419,8 +419,18 @@ impl Wire {
             let n = match rustix::io::read(&self.taps[index].fd, &mut *buffer) {
                 Ok(n) => n,
                 Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                // The host's namespace (and with it the device) went away: nothing to read.
-                Err(rustix::io::Errno::BADFD | rustix::io::Errno::IO) => return Ok(()),
+                // The host's namespace (and with it the device) went away: nothing to read, ever.
+                // The detached fd stays readable (tun's poll reports an error), so a wire that kept
+                // watching it would spin, at SCHED_FIFO, until someone stopped it.
+                Err(rustix::io::Errno::BADFD | rustix::io::Errno::IO) => {
+                    let tap = &self.taps[index];
+                    let _ = epoll::delete(&self.epoll, &tap.fd);
+                    eprintln!(
+                        "wire: the TAP feeding {} is gone (its namespace was deleted?); not reading it",
+                        self.directions[direction].counters.direction
+                    );
+                    return Ok(());
+                }
                 Err(e) => return Err(e.into()),
             };
             let now = self.now_ns();
