@@ -127,11 +127,14 @@ enum RateStage {
     Unlimited(DelayLine),
     /// One shaper for the whole direction.
     Aggregate(Shaper, DelayLine),
-    /// One shaper and delay line per TCP 4-tuple; other frames use `bypass`.
+    /// One shaper and delay line per TCP 4-tuple, and one more that every other frame (UDP,
+    /// ICMP, ARP) shares: a modem limits all its traffic, and without a bucket of their own
+    /// these frames would cross a 56k link at the host's speed. They are not told apart by
+    /// host, so emulated clients share that one bucket.
     PerFlow {
         template: Impairment,
         flows: HashMap<FlowKey, (Shaper, DelayLine)>,
-        bypass: DelayLine,
+        not_tcp: (Shaper, DelayLine),
     },
 }
 
@@ -222,7 +225,7 @@ impl DirectionState {
             RateStage::PerFlow {
                 template,
                 flows,
-                bypass,
+                not_tcp: (shaper, line),
             } => match kind {
                 FrameKind::Tcp { flow, .. } => {
                     let (shaper, line) = flows.entry(flow).or_insert_with(|| {
@@ -233,7 +236,9 @@ impl DirectionState {
                     self.counters.flows_max = self.counters.flows_max.max(flows.len() as u64);
                     due
                 }
-                _ => Ok(bypass.due(now, jitter)),
+                FrameKind::OtherIp | FrameKind::NotIp => {
+                    shaper.offer(now, len).map(|exit| line.due(exit, jitter))
+                }
             },
         };
         match scheduled {
@@ -262,10 +267,10 @@ impl RateStage {
     fn new(imp: &Impairment) -> RateStage {
         match new_shaper(imp) {
             None => RateStage::Unlimited(new_line(imp)),
-            Some(_) if imp.per_flow => RateStage::PerFlow {
+            Some(shaper) if imp.per_flow => RateStage::PerFlow {
                 template: imp.clone(),
                 flows: HashMap::new(),
-                bypass: new_line(imp),
+                not_tcp: (shaper, new_line(imp)),
             },
             Some(shaper) => RateStage::Aggregate(shaper, new_line(imp)),
         }
@@ -605,6 +610,40 @@ mod tests {
             "jitter drew {} delays",
             jittered.len()
         );
+    }
+
+    #[test]
+    fn per_flow_gives_each_tcp_flow_a_bucket_and_other_frames_one_shared_bucket() {
+        let per_flow = Impairment {
+            rate: Some(crate::units::Rate::from_bits_per_second(1_000_000).unwrap()),
+            per_flow: true,
+            ..Impairment::default()
+        };
+        let mut link = two_links().swap_remove(0);
+        link.up = per_flow;
+        let mut direction = plan_directions(&[link], 1).swap_remove(0);
+        let tcp = |port| FrameKind::Tcp {
+            flow: crate::frame::FlowKey {
+                source: [10, 201, 1, 2],
+                destination: [10, 201, 2, 2],
+                source_port: port,
+                destination_port: 80,
+            },
+            payload: 946,
+            flags: 0x10,
+        };
+        // 1000 bytes at 1 Mbit/s: 8 ms each. All offered at once.
+        let mut due = |kind| direction.schedule(kind, 1000, 0).unwrap() / 1_000_000;
+        assert_eq!(due(tcp(1)), 8);
+        assert_eq!(due(tcp(2)), 8, "a second flow has its own bucket");
+        assert_eq!(due(tcp(1)), 16);
+        assert_eq!(
+            due(FrameKind::OtherIp),
+            8,
+            "not TCP: not in a flow's bucket"
+        );
+        assert_eq!(due(FrameKind::NotIp), 16, "but all in one shared bucket");
+        assert_eq!(due(FrameKind::OtherIp), 24);
     }
 
     #[test]
