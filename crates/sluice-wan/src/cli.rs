@@ -57,8 +57,9 @@ struct UpArgs {
     /// `proxy`: client - proxy - server. `direct`: client - server, both links in series.
     #[arg(long, value_enum, default_value = "proxy")]
     layout: Layout,
-    /// Seed of the wire's random source (loss and jitter); the same seed drops the same packets
-    /// of the same packet sequence.
+    /// Seed of the wire's random sources (loss and jitter, one of each per direction): with the
+    /// same seed, the n-th IP frame of a direction meets the same loss decision, whatever the
+    /// other directions carry.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }

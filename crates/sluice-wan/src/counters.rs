@@ -98,7 +98,7 @@ pub struct WireReport {
     pub uptime_s: f64,
     /// CPU seconds the wire process used (user + system).
     pub cpu_s: f64,
-    /// The seed of its random source.
+    /// The seed its per-direction random sources are derived from.
     pub seed: u64,
     /// One entry per direction of every wire.
     pub directions: Vec<DirectionCounters>,

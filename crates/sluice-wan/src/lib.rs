@@ -18,7 +18,8 @@
 //!
 //! Invariants: a wire frame is one packet (offloads off, TAPs without vnet headers), so a loss
 //! decision drops one packet; packets of one direction (or one flow, with `per_flow`) are never
-//! reordered; a seed fixes every random draw.
+//! reordered; a seed fixes every random draw, and each direction draws from its own generators,
+//! so its loss decisions depend only on its own frames.
 //!
 //! ```no_run
 //! use sluice_wan::profile::Profile;

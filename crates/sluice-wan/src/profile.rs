@@ -87,8 +87,9 @@ pub struct Impairment {
     #[serde(default)]
     pub rate: Option<Rate>,
     /// Whether `rate` and `queue` apply to each TCP 4-tuple separately (one modem per
-    /// connection) rather than to the whole direction. Frames that are not TCP over IPv4 then
-    /// pass without a rate limit.
+    /// connection) rather than to the whole direction. Frames that are not TCP over IPv4 (UDP,
+    /// ICMP, ARP) then share one more bucket of the same rate and queue: limited, but not per
+    /// client.
     #[serde(default)]
     pub per_flow: bool,
     /// Bytes that may leave at once after the link idled (token bucket depth). Default `0B`:

@@ -65,13 +65,13 @@ pub struct TestBed {
     pub profile_name: String,
     /// The profile as read.
     pub profile: Profile,
-    /// Seed of the wire's random source.
+    /// Seed the wire's per-direction random sources are derived from.
     pub seed: u64,
     /// The namespaces.
     pub hosts: Vec<HostPlan>,
     /// The wires.
     pub links: Vec<LinkPlan>,
-    /// The wire process, once it said it was ready.
+    /// The wire process, from the moment it was started (before it said it was ready).
     pub wire_pid: Option<u32>,
 }
 
@@ -315,6 +315,11 @@ fn start_wire(bed: &mut TestBed, wire_program: &std::path::Path) -> Result<(), W
                 )
             })?
     };
+    // Recorded before the wait for "ready", which may take a while (namespaces, ethtool): a
+    // `net up` that dies during it leaves a wire that `net down` must find. (`down` also finds
+    // wires by their command line, for a death before this save or a damaged state file.)
+    bed.wire_pid = Some(child.id());
+    bed.save()?;
     let stdout = child.stdout.take().expect("stdout was piped");
     let mut line = String::new();
     // The wire prints one line once it forwards, or exits (EOF) if it cannot.
@@ -326,7 +331,6 @@ fn start_wire(bed: &mut TestBed, wire_program: &std::path::Path) -> Result<(), W
             log: log.trim().to_owned(),
         });
     }
-    bed.wire_pid = Some(child.id());
     Ok(())
 }
 
@@ -374,12 +378,33 @@ fn is_our_wire(pid: u32, prefix: &str) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
+    pid != std::process::id() && is_wire_command(&cmdline, prefix) && !is_zombie(pid)
+}
+
+/// Whether a `/proc/PID/cmdline` is `PROGRAM wire ... --prefix PREFIX`, as `net up` starts the
+/// wire (and as one starts it by hand). The subcommand must come first: `net down --prefix
+/// wire` names a valid prefix too, and must not find itself. Any program path matches, since
+/// the prefix alone names a test bed on this machine, whichever checkout's binary runs it.
+fn is_wire_command(cmdline: &[u8], prefix: &str) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    !is_zombie(pid)
-        && args.contains(&b"wire".as_slice())
-        && args
+    let joined = format!("--prefix={prefix}");
+    args.get(1) == Some(&b"wire".as_slice())
+        && (args
             .windows(2)
             .any(|w| w[0] == b"--prefix" && w[1] == prefix.as_bytes())
+            || args.contains(&joined.as_bytes()))
+}
+
+/// The wires of `prefix`, found by their command lines.
+fn find_wires(prefix: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| is_our_wire(pid, prefix))
+        .collect()
 }
 
 /// Whether `pid` is our wire or a process on its way out. An exiting process has an empty
@@ -407,11 +432,21 @@ pub fn wire_alive(bed: &TestBed) -> bool {
 /// `net down`: stops the wire (SIGTERM, then SIGKILL after 3 s), deletes the namespaces and
 /// any TAP left in the root namespace, and removes the state files. Works without a state file
 /// too (it then removes the names the prefix implies). Returns the wire's last counters.
+///
+/// The wire is the one the state file names and any other whose command line is `wire
+/// --prefix PREFIX`: the state file may lack the pid (`net up` died before saving it) or be
+/// unreadable, and the wire runs in its own process group, so nothing else would stop it.
 pub fn down(prefix: &str) -> Result<Option<WireReport>, WanError> {
     require_root("net down")?;
     check_prefix(prefix)?;
     let bed = TestBed::load(prefix).ok();
-    if let Some(pid) = bed.as_ref().and_then(|b| b.wire_pid) {
+    let mut wires: Vec<u32> = bed.as_ref().and_then(|b| b.wire_pid).into_iter().collect();
+    for pid in find_wires(prefix) {
+        if !wires.contains(&pid) {
+            wires.push(pid);
+        }
+    }
+    for pid in wires {
         stop_wire(pid, prefix);
     }
     let report = std::fs::read_to_string(TestBed::counters_path(prefix))
@@ -538,6 +573,30 @@ pub fn is_test_bed_address(ip: std::net::IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wire_command_lines() {
+        let matches = |args: &[&str], prefix| is_wire_command(args.join("\0").as_bytes(), prefix);
+        assert!(matches(
+            &["/x/sluice-lab", "wire", "--prefix", "slw"],
+            "slw"
+        ));
+        assert!(matches(&["sluice-wan", "wire", "--prefix=slw", ""], "slw"));
+        assert!(matches(
+            &["a", "wire", "--duration", "5s", "--prefix", "slw"],
+            "slw"
+        ));
+        assert!(!matches(&["sluice-lab", "wire", "--prefix", "slw2"], "slw"));
+        assert!(!matches(
+            &["sluice-lab", "net", "down", "--prefix", "wire"],
+            "wire"
+        ));
+        assert!(!matches(
+            &["sh", "-c", "sluice-lab wire --prefix slw"],
+            "slw"
+        ));
+        assert!(!matches(&[], "slw"));
+    }
 
     #[test]
     fn prefixes_keep_device_names_short() {

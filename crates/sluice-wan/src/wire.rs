@@ -10,6 +10,12 @@
 //! One thread, one epoll set: every TAP fd, plus a control fd (the signalfd of the wire process,
 //! or a pipe in tests). epoll_pwait2 sleeps until the earliest due frame with nanosecond
 //! resolution, so delays do not round to milliseconds.
+//!
+//! Every direction draws from generators of its own, one for loss and one for jitter, seeded
+//! from the run's seed and the direction's index ([`stream_rng`]). With one generator for the
+//! whole wire, which packets one direction drops would depend on how many draws the other
+//! directions made in between, which under TCP depends on timing; this way the n-th IP frame
+//! a direction reads meets the same loss decision in every run with the same seed.
 
 use std::collections::HashMap;
 use std::io;
@@ -83,7 +89,6 @@ pub struct Wire {
     taps: Vec<Tap>,
     directions: Vec<DirectionState>,
     due: DueQueue<Pending>,
-    rng: StdRng,
     seed: u64,
     start: Instant,
     spare: Vec<Vec<u8>>,
@@ -104,6 +109,10 @@ struct DirectionState {
     /// TAP the direction writes to.
     to: usize,
     loss: LossProcess,
+    loss_rng: StdRng,
+    /// Apart from `loss_rng` because a frame the queue drops makes no jitter draw, and queue
+    /// drops depend on timing: sharing would let timing shift the loss decisions.
+    jitter_rng: StdRng,
     previous_dropped: bool,
     stage: RateStage,
     counters: DirectionCounters,
@@ -118,11 +127,14 @@ enum RateStage {
     Unlimited(DelayLine),
     /// One shaper for the whole direction.
     Aggregate(Shaper, DelayLine),
-    /// One shaper and delay line per TCP 4-tuple; other frames use `bypass`.
+    /// One shaper and delay line per TCP 4-tuple, and one more that every other frame (UDP,
+    /// ICMP, ARP) shares: a modem limits all its traffic, and without a bucket of their own
+    /// these frames would cross a 56k link at the host's speed. They are not told apart by
+    /// host, so emulated clients share that one bucket.
     PerFlow {
         template: Impairment,
         flows: HashMap<FlowKey, (Shaper, DelayLine)>,
-        bypass: DelayLine,
+        not_tcp: (Shaper, DelayLine),
     },
 }
 
@@ -130,6 +142,117 @@ enum RateStage {
 struct Pending {
     direction: usize,
     frame: Vec<u8>,
+}
+
+/// The random streams of a direction.
+#[derive(Debug, Clone, Copy)]
+enum Stream {
+    Loss = 0,
+    Jitter = 1,
+}
+
+/// The generator of one stream of direction `index` (link `i`'s up direction is `2i`, its down
+/// direction `2i + 1`). Seed, index and stream together are the ChaCha key: no two streams
+/// share draws, and no two seeds share a stream, as `seed + index` would (seed 1's direction 1
+/// would be seed 2's direction 0).
+fn stream_rng(seed: u64, index: usize, stream: Stream) -> StdRng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&(index as u64).to_le_bytes());
+    key[16] = stream as u8;
+    StdRng::from_seed(key)
+}
+
+/// The directions of `links` in wire order, each with its own generators; TAP `2i` is link
+/// `i`'s end `a`, TAP `2i + 1` its end `b`.
+fn plan_directions(links: &[LinkPlan], seed: u64) -> Vec<DirectionState> {
+    let mut directions = Vec::with_capacity(links.len() * 2);
+    for (i, link) in links.iter().enumerate() {
+        let (a, b) = (2 * i, 2 * i + 1);
+        for (imp, to, from_host, to_host) in [
+            (&link.up, b, &link.a.host, &link.b.host),
+            (&link.down, a, &link.b.host, &link.a.host),
+        ] {
+            let probe_point = match (from_host.as_str(), to_host.as_str()) {
+                ("client", "proxy") => Some(ProbePoint::RequestIn),
+                ("proxy", "server") => Some(ProbePoint::RequestOut),
+                ("server", "proxy") => Some(ProbePoint::ResponseIn),
+                ("proxy", "client") => Some(ProbePoint::ResponseOut),
+                _ => None,
+            };
+            let index = directions.len();
+            directions.push(DirectionState {
+                probe_point,
+                to,
+                loss: imp.loss.start(),
+                loss_rng: stream_rng(seed, index, Stream::Loss),
+                jitter_rng: stream_rng(seed, index, Stream::Jitter),
+                previous_dropped: false,
+                stage: RateStage::new(imp),
+                counters: DirectionCounters {
+                    direction: format!("{from_host}->{to_host}"),
+                    ..DirectionCounters::default()
+                },
+            });
+        }
+    }
+    directions
+}
+
+impl DirectionState {
+    /// Runs one frame read at `now` through loss, rate and delay: its due time, or `None` if
+    /// it was dropped (and counted).
+    fn schedule(&mut self, kind: FrameKind, len: u32, now: u64) -> Option<u64> {
+        if kind != FrameKind::NotIp {
+            let dropped = self.loss.drops(&mut self.loss_rng);
+            self.counters.loss_decisions += 1;
+            if self.previous_dropped {
+                self.counters.after_loss += 1;
+                self.counters.lost_after_loss += u64::from(dropped);
+            }
+            self.previous_dropped = dropped;
+            if dropped {
+                self.counters.dropped_loss += 1;
+                return None;
+            }
+        }
+        let jitter = &mut self.jitter_rng;
+        let scheduled = match &mut self.stage {
+            RateStage::Unlimited(line) => Ok(line.due(now, jitter)),
+            RateStage::Aggregate(shaper, line) => {
+                shaper.offer(now, len).map(|exit| line.due(exit, jitter))
+            }
+            RateStage::PerFlow {
+                template,
+                flows,
+                not_tcp: (shaper, line),
+            } => match kind {
+                FrameKind::Tcp { flow, .. } => {
+                    let (shaper, line) = flows.entry(flow).or_insert_with(|| {
+                        let shaper = new_shaper(template).expect("per-flow stages have a rate");
+                        (shaper, new_line(template))
+                    });
+                    let due = shaper.offer(now, len).map(|exit| line.due(exit, jitter));
+                    self.counters.flows_max = self.counters.flows_max.max(flows.len() as u64);
+                    due
+                }
+                FrameKind::OtherIp | FrameKind::NotIp => {
+                    shaper.offer(now, len).map(|exit| line.due(exit, jitter))
+                }
+            },
+        };
+        match scheduled {
+            Ok(due) => Some(due),
+            Err(QueueFull::Packets) => {
+                self.counters.dropped_queue_packets += 1;
+                None
+            }
+            Err(QueueFull::Bytes) => {
+                self.counters.dropped_queue_bytes += 1;
+                None
+            }
+        }
+    }
 }
 
 fn new_shaper(imp: &Impairment) -> Option<Shaper> {
@@ -144,10 +267,10 @@ impl RateStage {
     fn new(imp: &Impairment) -> RateStage {
         match new_shaper(imp) {
             None => RateStage::Unlimited(new_line(imp)),
-            Some(_) if imp.per_flow => RateStage::PerFlow {
+            Some(shaper) if imp.per_flow => RateStage::PerFlow {
                 template: imp.clone(),
                 flows: HashMap::new(),
-                bypass: new_line(imp),
+                not_tcp: (shaper, new_line(imp)),
             },
             Some(shaper) => RateStage::Aggregate(shaper, new_line(imp)),
         }
@@ -159,23 +282,25 @@ impl Wire {
     /// into the hosts' namespaces is the caller's job (see `topology`); the fds keep working.
     pub fn open(links: &[LinkPlan], seed: u64) -> io::Result<Wire> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let directions = plan_directions(links, seed);
+        let probe = directions
+            .iter()
+            .any(|d| d.probe_point.is_some())
+            .then(ForwardingProbe::default);
         let mut wire = Wire {
             epoll,
             taps: Vec::new(),
-            directions: Vec::new(),
+            directions,
             due: DueQueue::default(),
-            rng: StdRng::seed_from_u64(seed),
             seed,
             start: Instant::now(),
             spare: Vec::new(),
             last_sweep_ns: 0,
-            probe: None,
+            probe,
         };
-        for link in links {
-            let a = wire.taps.len();
-            let b = a + 1;
-            let up = wire.directions.len();
-            let down = up + 1;
+        for (i, link) in links.iter().enumerate() {
+            let (up, down) = (2 * i, 2 * i + 1);
+            // Frames read from end `a` go up; TAP indices follow `plan_directions`.
             for (end, direction) in [(&link.a, up), (&link.b, down)] {
                 let fd = open_tap(&end.ifname).map_err(|e| {
                     io::Error::new(e.kind(), format!("cannot create TAP {}: {e}", end.ifname))
@@ -188,32 +313,6 @@ impl Wire {
                     epoll::EventFlags::IN,
                 )?;
                 wire.taps.push(Tap { fd, direction });
-            }
-            for (imp, to, from_host, to_host) in [
-                (&link.up, b, &link.a.host, &link.b.host),
-                (&link.down, a, &link.b.host, &link.a.host),
-            ] {
-                let probe_point = match (from_host.as_str(), to_host.as_str()) {
-                    ("client", "proxy") => Some(ProbePoint::RequestIn),
-                    ("proxy", "server") => Some(ProbePoint::RequestOut),
-                    ("server", "proxy") => Some(ProbePoint::ResponseIn),
-                    ("proxy", "client") => Some(ProbePoint::ResponseOut),
-                    _ => None,
-                };
-                if probe_point.is_some() {
-                    wire.probe.get_or_insert_with(ForwardingProbe::default);
-                }
-                wire.directions.push(DirectionState {
-                    probe_point,
-                    to,
-                    loss: imp.loss.start(),
-                    previous_dropped: false,
-                    stage: RateStage::new(imp),
-                    counters: DirectionCounters {
-                        direction: format!("{from_host}->{to_host}"),
-                        ..DirectionCounters::default()
-                    },
-                });
             }
         }
         Ok(wire)
@@ -325,8 +424,18 @@ impl Wire {
             let n = match rustix::io::read(&self.taps[index].fd, &mut *buffer) {
                 Ok(n) => n,
                 Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                // The host's namespace (and with it the device) went away: nothing to read.
-                Err(rustix::io::Errno::BADFD | rustix::io::Errno::IO) => return Ok(()),
+                // The host's namespace (and with it the device) went away: nothing to read, ever.
+                // The detached fd stays readable (tun's poll reports an error), so a wire that kept
+                // watching it would spin, at SCHED_FIFO, until someone stopped it.
+                Err(rustix::io::Errno::BADFD | rustix::io::Errno::IO) => {
+                    let tap = &self.taps[index];
+                    let _ = epoll::delete(&self.epoll, &tap.fd);
+                    eprintln!(
+                        "wire: the TAP feeding {} is gone (its namespace was deleted?); not reading it",
+                        self.directions[direction].counters.direction
+                    );
+                    return Ok(());
+                }
                 Err(e) => return Err(e.into()),
             };
             let now = self.now_ns();
@@ -360,54 +469,9 @@ impl Wire {
         d.counters.frames_in += 1;
         d.counters.bytes_in += u64::from(len);
         d.counters.largest_frame = d.counters.largest_frame.max(len);
-        if kind != FrameKind::NotIp {
-            let dropped = d.loss.drops(&mut self.rng);
-            d.counters.loss_decisions += 1;
-            if d.previous_dropped {
-                d.counters.after_loss += 1;
-                d.counters.lost_after_loss += u64::from(dropped);
-            }
-            d.previous_dropped = dropped;
-            if dropped {
-                d.counters.dropped_loss += 1;
-                self.spare.push(frame);
-                return;
-            }
-        }
-        let scheduled = match &mut d.stage {
-            RateStage::Unlimited(line) => Ok(line.due(now, &mut self.rng)),
-            RateStage::Aggregate(shaper, line) => shaper
-                .offer(now, len)
-                .map(|exit| line.due(exit, &mut self.rng)),
-            RateStage::PerFlow {
-                template,
-                flows,
-                bypass,
-            } => match kind {
-                FrameKind::Tcp { flow, .. } => {
-                    let (shaper, line) = flows.entry(flow).or_insert_with(|| {
-                        let shaper = new_shaper(template).expect("per-flow stages have a rate");
-                        (shaper, new_line(template))
-                    });
-                    let due = shaper
-                        .offer(now, len)
-                        .map(|exit| line.due(exit, &mut self.rng));
-                    d.counters.flows_max = d.counters.flows_max.max(flows.len() as u64);
-                    due
-                }
-                _ => Ok(bypass.due(now, &mut self.rng)),
-            },
-        };
-        match scheduled {
-            Ok(due) => self.due.push(due, Pending { direction, frame }),
-            Err(QueueFull::Packets) => {
-                d.counters.dropped_queue_packets += 1;
-                self.spare.push(frame);
-            }
-            Err(QueueFull::Bytes) => {
-                d.counters.dropped_queue_bytes += 1;
-                self.spare.push(frame);
-            }
+        match d.schedule(kind, len, now) {
+            Some(due) => self.due.push(due, Pending { direction, frame }),
+            None => self.spare.push(frame),
         }
     }
 
@@ -455,5 +519,145 @@ impl Wire {
     /// How long the wire has been forwarding.
     pub fn uptime(&self) -> Duration {
         self.start.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::loss::LossSpec;
+    use crate::units::Probability;
+
+    /// Loss and jitter in every direction, so both streams show.
+    fn lossy() -> Impairment {
+        Impairment {
+            delay: Duration::from_millis(10),
+            jitter: Duration::from_millis(5),
+            loss: LossSpec::TwoState {
+                initial: Probability::new(0.2).unwrap(),
+                conditional: Probability::new(0.5).unwrap(),
+            },
+            ..Impairment::default()
+        }
+    }
+
+    fn end(host: &str) -> EndPlan {
+        EndPlan {
+            host: host.to_owned(),
+            netns: format!("t-{host}"),
+            ifname: format!("t-{host}"),
+            address: String::new(),
+            routes: Vec::new(),
+        }
+    }
+
+    fn two_links() -> Vec<LinkPlan> {
+        let link = |name: &str, a: &str, b: &str| LinkPlan {
+            name: name.to_owned(),
+            a: end(a),
+            b: end(b),
+            up: lossy(),
+            down: lossy(),
+        };
+        vec![
+            link("client-proxy", "client", "proxy"),
+            link("proxy-server", "proxy", "server"),
+        ]
+    }
+
+    /// One second apart: far more than the jitter, so no due time is clamped to the previous
+    /// one, and each outcome shows its own jitter draw.
+    const GAP_NS: u64 = 1_000_000_000;
+    const FRAMES: u64 = 2_000;
+
+    /// Direction 0's due time (or drop) for each of its frames, with `others(i)` frames of
+    /// other directions read just before its `i`-th.
+    fn direction_0(seed: u64, mut others: impl FnMut(u64) -> Vec<usize>) -> Vec<Option<u64>> {
+        let mut directions = plan_directions(&two_links(), seed);
+        (0..FRAMES)
+            .map(|i| {
+                for other in others(i) {
+                    directions[other].schedule(FrameKind::OtherIp, 100, i * GAP_NS);
+                }
+                directions[0].schedule(FrameKind::OtherIp, 100, i * GAP_NS)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_directions_drops_and_jitter_do_not_depend_on_other_directions() {
+        let alone = direction_0(7, |_| Vec::new());
+        // Frames of the three other directions in an arbitrary interleaving, as TCP's timing
+        // would make them.
+        let mut pattern = StdRng::seed_from_u64(99);
+        let busy = direction_0(7, |_| {
+            let n = pattern.random_range(0..4);
+            (0..n).map(|_| pattern.random_range(1..4)).collect()
+        });
+        assert_eq!(alone, busy);
+        let dropped = alone.iter().filter(|o| o.is_none()).count();
+        // About 2000 * 0.2 / 0.7 = 571 drops: the comparison covered both outcomes.
+        assert!((400..800).contains(&dropped), "dropped {dropped}");
+        let jittered = alone
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.map(|due| due - i as u64 * GAP_NS))
+            .collect::<std::collections::HashSet<_>>();
+        assert!(
+            jittered.len() > 1000,
+            "jitter drew {} delays",
+            jittered.len()
+        );
+    }
+
+    #[test]
+    fn per_flow_gives_each_tcp_flow_a_bucket_and_other_frames_one_shared_bucket() {
+        let per_flow = Impairment {
+            rate: Some(crate::units::Rate::from_bits_per_second(1_000_000).unwrap()),
+            per_flow: true,
+            ..Impairment::default()
+        };
+        let mut link = two_links().swap_remove(0);
+        link.up = per_flow;
+        let mut direction = plan_directions(&[link], 1).swap_remove(0);
+        let tcp = |port| FrameKind::Tcp {
+            flow: crate::frame::FlowKey {
+                source: [10, 201, 1, 2],
+                destination: [10, 201, 2, 2],
+                source_port: port,
+                destination_port: 80,
+            },
+            payload: 946,
+            flags: 0x10,
+        };
+        // 1000 bytes at 1 Mbit/s: 8 ms each. All offered at once.
+        let mut due = |kind| direction.schedule(kind, 1000, 0).unwrap() / 1_000_000;
+        assert_eq!(due(tcp(1)), 8);
+        assert_eq!(due(tcp(2)), 8, "a second flow has its own bucket");
+        assert_eq!(due(tcp(1)), 16);
+        assert_eq!(
+            due(FrameKind::OtherIp),
+            8,
+            "not TCP: not in a flow's bucket"
+        );
+        assert_eq!(due(FrameKind::NotIp), 16, "but all in one shared bucket");
+        assert_eq!(due(FrameKind::OtherIp), 24);
+    }
+
+    #[test]
+    fn directions_and_seeds_have_streams_of_their_own() {
+        let run = |seed: u64, index: usize| {
+            let mut directions = plan_directions(&two_links(), seed);
+            (0..FRAMES)
+                .map(|i| directions[index].schedule(FrameKind::OtherIp, 100, i * GAP_NS))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(7, 2), run(7, 2));
+        // Same impairment, other index: other draws.
+        assert_ne!(run(7, 0), run(7, 1));
+        // Not `seed + index`: seed 8's direction 0 is not seed 7's direction 1.
+        assert_ne!(run(8, 0), run(7, 1));
     }
 }

@@ -42,11 +42,11 @@ fn down_removes_everything() {
     if !root_or_skip() {
         return;
     }
-    let bed = Bed::up("slwtl", "proxy", "description = \"t\"\n");
+    let bed = Bed::up('l', "proxy", "description = \"t\"\n");
     let pid = bed.wire_pid();
     assert!(alive(pid));
     let status = Command::new(BIN)
-        .args(["net", "status", "--prefix", "slwtl"])
+        .args(["net", "status", "--prefix", &bed.prefix])
         .output()
         .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
@@ -60,7 +60,7 @@ fn down_removes_everything() {
         "down prints the last counters: {out}"
     );
     assert!(!alive(pid), "wire {pid} still running");
-    assert_eq!(leftovers("slwtl"), Vec::<String>::new());
+    assert_eq!(leftovers(&bed.prefix), Vec::<String>::new());
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn down_after_kill_9_of_the_wire() {
     if !root_or_skip() {
         return;
     }
-    let bed = Bed::up("slwtk", "proxy", "description = \"t\"\n");
+    let bed = Bed::up('k', "proxy", "description = \"t\"\n");
     let pid = bed.wire_pid();
     let killed = Command::new("kill")
         .args(["-9", &pid.to_string()])
@@ -76,13 +76,45 @@ fn down_after_kill_9_of_the_wire() {
         .unwrap();
     assert!(killed.success());
     let status = Command::new(BIN)
-        .args(["net", "status", "--prefix", "slwtk"])
+        .args(["net", "status", "--prefix", &bed.prefix])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&status.stdout).contains("NOT running"));
     bed.down();
     assert!(!alive(pid));
-    assert_eq!(leftovers("slwtk"), Vec::<String>::new());
+    assert_eq!(leftovers(&bed.prefix), Vec::<String>::new());
+}
+
+/// `net up` killed between starting the wire and recording its pid leaves a state file without
+/// one; a damaged state file names nothing at all. `down` must find the wire anyway (it runs in
+/// its own process group, so nothing else stops it).
+fn down_stops_a_wire_the_state_file_does_not_name(code: char, damage: fn(&str) -> String) {
+    if !root_or_skip() {
+        return;
+    }
+    let bed = Bed::up(code, "proxy", "description = \"t\"\n");
+    let pid = bed.wire_pid();
+    let state = std::fs::read_to_string(bed.state_path()).unwrap();
+    std::fs::write(bed.state_path(), damage(&state)).unwrap();
+    bed.down();
+    assert!(!alive(pid), "wire {pid} still running");
+    assert_eq!(leftovers(&bed.prefix), Vec::<String>::new());
+}
+
+#[test]
+fn down_stops_a_wire_whose_pid_was_never_saved() {
+    down_stops_a_wire_the_state_file_does_not_name('p', |state| {
+        let mut bed: serde_json::Value = serde_json::from_str(state).unwrap();
+        bed["wire_pid"] = serde_json::Value::Null;
+        bed.to_string()
+    });
+}
+
+#[test]
+fn down_stops_the_wire_of_a_damaged_state_file() {
+    down_stops_a_wire_the_state_file_does_not_name('c', |state| {
+        state[..state.len() / 2].to_owned()
+    });
 }
 
 #[test]
@@ -90,7 +122,7 @@ fn no_route_from_client_to_server_but_through_the_proxy_host() {
     if !root_or_skip() {
         return;
     }
-    let bed = Bed::up("slwtn", "proxy", "description = \"t\"\n");
+    let bed = Bed::up('n', "proxy", "description = \"t\"\n");
     let connect = |ns: String, to: &'static str| {
         sluice_wan::netns::within(&ns, move || {
             std::net::TcpStream::connect_timeout(
@@ -121,7 +153,7 @@ fn test_bed_addresses_are_recognised_only_from_inside() {
     if !root_or_skip() {
         return;
     }
-    let bed = Bed::up("slwta", "proxy", "description = \"t\"\n");
+    let bed = Bed::up('a', "proxy", "description = \"t\"\n");
     let server: std::net::IpAddr = "10.201.2.2".parse().unwrap();
     assert!(
         !sluice_wan::is_test_bed_address(server),

@@ -42,7 +42,7 @@ fn delay_is_accurate() {
     }
     let _turn = serial();
     let bed = Bed::up(
-        "slwtd",
+        'd',
         "direct",
         "description = \"t\"\n[direct.up]\ndelay = \"20ms\"\n[direct.down]\ndelay = \"20ms\"\n",
     );
@@ -102,7 +102,7 @@ fn rate_is_accurate_and_the_queue_tail_drops() {
     }
     let _turn = serial();
     let bed = Bed::up(
-        "slwtr",
+        'r',
         "direct",
         "description = \"t\"\n[direct.down]\nrate = \"2Mbit\"\n\
          queue = { packets = 200, bytes = \"1MiB\" }\n",
@@ -169,7 +169,7 @@ fn bernoulli_loss_rate() {
     }
     let _turn = serial();
     let bed = Bed::up(
-        "slwtb",
+        'b',
         "direct",
         "description = \"t\"\n[direct.up]\nloss = { model = \"bernoulli\", rate = 0.05 }\n",
     );
@@ -189,7 +189,7 @@ fn two_state_loss_rate_and_conditional_probability() {
     let _turn = serial();
     // initial 5%, conditional 50%: stationary loss 0.05 / 0.55 = 9.09%.
     let bed = Bed::up(
-        "slwtg",
+        'g',
         "direct",
         "description = \"t\"\n[direct.up]\n\
          loss = { model = \"two-state\", initial = 0.05, conditional = 0.5 }\n",
@@ -222,7 +222,7 @@ fn per_flow_limits_give_each_flow_its_own_rate() {
     }
     let _turn = serial();
     let bed = Bed::up(
-        "slwtf",
+        'f',
         "direct",
         "description = \"t\"\n[direct.down]\nrate = \"1Mbit\"\nper_flow = true\n\
          queue = { packets = 16, bytes = \"24KiB\" }\n",

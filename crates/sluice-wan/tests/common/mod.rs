@@ -31,6 +31,25 @@ pub fn root_or_skip() -> bool {
     }
 }
 
+/// The prefix of test `code`'s bed: the same on every run from this checkout, different in
+/// another checkout. Other engineers run these tests at the same time from their checkouts, and
+/// `Bed::up` first tears down whatever bed has its prefix (left by a killed run): with one
+/// prefix for all checkouts, one run would take down another's bed mid-test.
+pub fn prefix(code: char) -> String {
+    // FNV-1a: any stable hash will do, and std's `DefaultHasher` promises no stability.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in env!("CARGO_MANIFEST_DIR").bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut tag = String::new();
+    for _ in 0..5 {
+        tag.push(char::from_digit((hash % 36) as u32, 36).unwrap());
+        hash /= 36;
+    }
+    // 8 characters, the most a prefix may have (`PREFIX-cp-c` fits in 15 bytes).
+    format!("sl{code}{tag}")
+}
+
 /// A test bed that is torn down when dropped, even if the test panics.
 pub struct Bed {
     pub prefix: String,
@@ -38,8 +57,10 @@ pub struct Bed {
 }
 
 impl Bed {
-    /// `net up --layout LAYOUT` with `profile` (TOML text).
-    pub fn up(prefix: &str, layout: &str, profile: &str) -> Bed {
+    /// `net up --layout LAYOUT` with `profile` (TOML text), prefixed by [`prefix`]`(code)`.
+    pub fn up(code: char, layout: &str, profile: &str) -> Bed {
+        let prefix = prefix(code);
+        let prefix = prefix.as_str();
         // A bed left over from an earlier, killed run of this test.
         let _ = Command::new(BIN)
             .args(["net", "down", "--prefix", prefix])
