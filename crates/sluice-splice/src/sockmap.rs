@@ -132,7 +132,8 @@ impl SockmapEngine {
             idle_timeout: idle,
         };
         if copied == total {
-            stats.record(Mechanism::Splice, total + request.prefix.len() as u64);
+            // The drained bytes were counted by the splice (or copy) that moved them.
+            stats.record(Mechanism::Splice, request.prefix.len() as u64);
             return done(total);
         }
         let started = if emptied {
@@ -171,11 +172,12 @@ impl SockmapEngine {
                 outcome.error = Some(error);
             }
         }
-        outcome.forwarded += copied;
+        // The drained bytes were counted by the splice (or copy) that moved them.
         stats.record(
             Mechanism::Sockmap,
             outcome.forwarded + request.prefix.len() as u64,
         );
+        outcome.forwarded += copied;
         outcome
     }
 
@@ -441,7 +443,10 @@ async fn drain_queued(
             return Ok((moved, true));
         }
         let take = queued.min(limit - moved);
-        let mut outcome = splice.move_bytes(src, dst, take, idle, stats).await;
+        let purpose = "the bytes queued before the sockmap";
+        let mut outcome = splice
+            .move_bytes(src, dst, take, idle, stats, purpose)
+            .await;
         moved += outcome.forwarded;
         if outcome.ending != Ending::Done {
             outcome.forwarded = moved;

@@ -8,7 +8,12 @@ use crate::test_sockets::{body, pair, receive_on, run, send_from};
 
 /// The engine, or `None` (and a line saying so) where BPF is not allowed.
 fn engine() -> Option<SockmapEngine> {
-    let splice = SpliceEngine::new(PipePool::new(64 * 1024, 4), CopyEngine::new(16 * 1024));
+    engine_with_pipes(4)
+}
+
+/// The engine over a pool of at most `pipes` pipes.
+fn engine_with_pipes(pipes: usize) -> Option<SockmapEngine> {
+    let splice = SpliceEngine::new(PipePool::new(64 * 1024, pipes), CopyEngine::new(16 * 1024));
     match SockmapEngine::load(splice) {
         Ok(engine) => Some(engine),
         Err(error) => {
@@ -124,5 +129,44 @@ fn early_close_is_reported_not_hidden() {
         assert_eq!(outcome.ending, Ending::SourceClosedEarly);
         assert_eq!(outcome.forwarded, 100_000);
         assert_eq!(receiver.join().unwrap().len(), 100_004);
+    });
+}
+
+#[test]
+fn the_drain_copies_without_a_pipe_and_counts_it() {
+    let Some(engine) = engine_with_pipes(0) else {
+        return;
+    };
+    run(|| async move {
+        let stats = EngineStats::default();
+        let len = 300_000;
+        let (src, mut src_far) = pair().await;
+        let (dst, dst_far) = pair().await;
+        // Queued before the transfer starts, so the drain has something to move.
+        src_far.write_all(&body(len)[..100_000]).unwrap();
+        let sender = send_from(src_far, body(len)[100_000..].to_vec(), false);
+        let receiver = receive_on(dst_far, len + 4);
+        let outcome = engine
+            .transfer(&src, &dst, request(Limit::Bytes(len as u64)), &stats)
+            .await;
+        drop(dst);
+        let _far = sender.join().unwrap();
+        assert_eq!(outcome.ending, Ending::Done, "{:?}", outcome.error);
+        assert!(
+            receiver.join().unwrap()[4..] == body(len)[..],
+            "bytes differ"
+        );
+        assert!(
+            stats.fallbacks(FallbackReason::NoPipe) >= 1,
+            "{}",
+            stats.summary()
+        );
+        assert!(
+            stats.bytes_by(Mechanism::Copy) >= 100_000,
+            "{}",
+            stats.summary()
+        );
+        assert_eq!(stats.transfers(), 1);
+        assert_eq!(stats.bytes(), len as u64 + 4);
     });
 }
