@@ -5,8 +5,8 @@
 //!
 //! A transfer is counted once, under the mechanism that carried its body; bytes are counted
 //! under the mechanism that moved them. The two differ only inside a sockmap transfer, whose
-//! drained start goes by splice (or copy, without a pipe): so the byte counters show how much
-//! the sockmap itself redirected.
+//! drained start and whose rest past the cap go by splice (or copy, without a pipe): so the
+//! byte counters show how much the sockmap itself redirected.
 
 use std::cell::Cell;
 use std::fmt;
@@ -60,8 +60,8 @@ pub enum FallbackReason {
     /// Inserting a socket into the sockmap failed (EOPNOTSUPP once the peer closed): splice
     /// instead.
     SockmapInsert,
-    /// A body over the sockmap's cap (a connection stalls near 2^31 bytes) or of unknown size:
-    /// spliced instead.
+    /// A body of unknown size was spliced instead, or the rest of one over the sockmap's cap (a
+    /// connection stalls near 2^31 bytes) was spliced after the capped part.
     SockmapCap,
     /// Bytes past a body's end arrived in its last segment and could not be handed back: the
     /// source connection was closed so it is not reused out of sync.

@@ -58,6 +58,20 @@ pub(crate) fn receive_on(mut far: std::net::TcpStream, len: usize) -> thread::Jo
     })
 }
 
+/// Resolves once `condition` holds. It registers no waker of its own: polled beside a transfer
+/// (`zip`, `or`), it is checked each time the transfer is polled, and the conditions the tests
+/// give it change only inside those polls.
+pub(crate) async fn until(mut condition: impl FnMut() -> bool) {
+    std::future::poll_fn(|_| {
+        if condition() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
 /// Deterministic body bytes.
 pub(crate) fn body(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()

@@ -1,10 +1,11 @@
 use std::io::Write;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
 use crate::copy::CopyEngine;
 use crate::pipe::PipePool;
-use crate::test_sockets::{body, pair, receive_on, run, send_from};
+use crate::test_sockets::{body, pair, receive_on, run, send_from, until};
 
 /// The engine, or `None` (and a line saying so) where BPF is not allowed.
 fn engine() -> Option<SockmapEngine> {
@@ -132,6 +133,11 @@ fn early_close_is_reported_not_hidden() {
     });
 }
 
+/// Whether a flow of `engine` is in the maps (its slot taken).
+fn in_map(engine: &SockmapEngine) -> bool {
+    engine.shared.free_slots.borrow().len() < SOCKMAP_SLOTS as usize
+}
+
 #[test]
 fn the_drain_copies_without_a_pipe_and_counts_it() {
     let Some(engine) = engine_with_pipes(0) else {
@@ -168,5 +174,49 @@ fn the_drain_copies_without_a_pipe_and_counts_it() {
         );
         assert_eq!(stats.transfers(), 1);
         assert_eq!(stats.bytes(), len as u64 + 4);
+    });
+}
+
+/// Step 6 with a small cap: the sockmap redirects up to the cap and splice carries the rest of
+/// the same body. The source pauses at the cap until the flow has left the map, which keeps
+/// this test clear of the removal race (see the module docs).
+#[test]
+fn a_body_over_the_cap_is_redirected_up_to_it_and_spliced_after() {
+    let Some(engine) = engine() else { return };
+    let cap = 300_000;
+    let engine = engine.with_cap(cap as u64, 0);
+    run(|| async move {
+        let stats = EngineStats::default();
+        let len = 1_000_000;
+        let (src, mut src_far) = pair().await;
+        let (dst, dst_far) = pair().await;
+        let (go, ready) = mpsc::channel::<()>();
+        let sender = std::thread::spawn(move || {
+            for part in [&body(len)[..cap], &body(len)[cap..]] {
+                ready.recv().unwrap();
+                src_far.write_all(part).unwrap();
+            }
+            src_far
+        });
+        let receiver = receive_on(dst_far, len + 4);
+        let transfer = engine.transfer(&src, &dst, request(Limit::Bytes(len as u64)), &stats);
+        let pace = async {
+            until(|| in_map(&engine)).await;
+            go.send(()).unwrap();
+            until(|| !in_map(&engine)).await;
+            go.send(()).unwrap();
+        };
+        let (outcome, ()) = futures_lite::future::zip(transfer, pace).await;
+        drop(dst);
+        let _far = sender.join().unwrap();
+        assert_eq!(outcome.ending, Ending::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.forwarded, len as u64);
+        let got = receiver.join().unwrap();
+        assert_eq!(&got[..4], b"HEAD");
+        assert!(got[4..] == body(len)[..], "bytes differ");
+        assert_eq!(stats.transfers_by(Mechanism::Sockmap), 1);
+        assert_eq!(stats.bytes_by(Mechanism::Sockmap), cap as u64 + 4);
+        assert_eq!(stats.bytes_by(Mechanism::Splice), (len - cap) as u64);
+        assert_eq!(stats.fallbacks(FallbackReason::SockmapCap), 1);
     });
 }
