@@ -72,6 +72,18 @@ pub(crate) async fn until(mut condition: impl FnMut() -> bool) {
     .await
 }
 
+/// Reads `src` in user space until it closes, as any socket is read once no transfer has it.
+pub(crate) async fn read_to_close(src: &TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match src.read(&mut buf).await.expect("plain read") {
+            0 => return out,
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// Deterministic body bytes.
 pub(crate) fn body(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()

@@ -1,11 +1,11 @@
-use std::io::Write;
+use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
 use crate::copy::CopyEngine;
 use crate::pipe::PipePool;
-use crate::test_sockets::{body, pair, receive_on, run, send_from, until};
+use crate::test_sockets::{body, pair, read_to_close, receive_on, run, send_from, until};
 
 /// The engine, or `None` (and a line saying so) where BPF is not allowed.
 fn engine() -> Option<SockmapEngine> {
@@ -218,5 +218,63 @@ fn a_body_over_the_cap_is_redirected_up_to_it_and_spliced_after() {
         assert_eq!(stats.bytes_by(Mechanism::Sockmap), cap as u64 + 4);
         assert_eq!(stats.bytes_by(Mechanism::Splice), (len - cap) as u64);
         assert_eq!(stats.fallbacks(FallbackReason::SockmapCap), 1);
+    });
+}
+
+/// Unsplice: cancelling a transfer (dropping its future) while its flow is in the maps takes
+/// both sockets out; they work as plain sockets afterwards, the source at the first byte the
+/// program did not redirect.
+#[test]
+fn a_cancelled_transfer_leaves_the_maps_and_both_sockets_usable() {
+    let Some(engine) = engine() else { return };
+    run(|| async move {
+        let stats = EngineStats::default();
+        let (src, mut src_far) = pair().await;
+        let (dst, mut dst_far) = pair().await;
+        let (signal, mut signal_far) = pair().await;
+        let (go, ready) = mpsc::channel::<()>();
+        let sender = std::thread::spawn(move || {
+            for part in [&body(600_000)[..400_000], &body(600_000)[400_000..]] {
+                ready.recv().unwrap();
+                src_far.write_all(part).unwrap();
+            }
+        });
+        // The client says when the redirected burst is through, then reads to the end.
+        let client = std::thread::spawn(move || {
+            let mut got = vec![0u8; 400_004];
+            dst_far.read_exact(&mut got).unwrap();
+            signal_far.write_all(b"!").unwrap();
+            dst_far.read_to_end(&mut got).unwrap();
+            got
+        });
+        let cookie = socket_cookie(src.as_fd()).unwrap();
+        let transfer = engine.transfer(&src, &dst, request(Limit::Bytes(1 << 20)), &stats);
+        let through = async {
+            until(|| in_map(&engine)).await;
+            go.send(()).unwrap();
+            let _ = signal.read(&mut [0u8; 1]).await;
+            None
+        };
+        let finished = futures_lite::future::or(async { Some(transfer.await) }, through).await;
+        assert!(finished.is_none(), "the transfer ended by itself");
+        assert!(!in_map(&engine), "a slot is still taken");
+        assert!(
+            engine.shared.program.flow(cookie).is_err(),
+            "the flow is still in its map"
+        );
+        // The rest arrives on a plain socket and is read in user space.
+        go.send(()).unwrap();
+        let rest = read_to_close(&src).await;
+        sender.join().unwrap();
+        assert!(
+            rest == body(600_000)[400_000..],
+            "the source lost its place"
+        );
+        dst.write_all(b"PLAIN").await.unwrap();
+        dst.shutdown(std::net::Shutdown::Write).unwrap();
+        let got = client.join().unwrap();
+        assert_eq!(&got[..4], b"HEAD");
+        assert!(got[4..400_004] == body(600_000)[..400_000]);
+        assert_eq!(&got[400_004..], b"PLAIN");
     });
 }
