@@ -52,12 +52,6 @@ fn available(engine: &str) -> bool {
     root
 }
 
-/// Whether a 50 MiB body runs for this framing and engine: all framings on the kernel engines,
-/// Content-Length only on the others, to keep the suite short.
-fn big_for(engine: &str, framing: &str) -> bool {
-    framing == "length" || engine == "splice" || engine == "sockmap"
-}
-
 /// An origin answering `/<framing>/<len>` with `len` deterministic bytes in that framing.
 fn sized_origin() -> Origin {
     Origin::start(|request| {
@@ -141,9 +135,6 @@ fn content_length_bodies(engine: &str) {
     // One client connection for all sizes: each response must end exactly at its boundary.
     let mut client = RawClient::connect(proxy.addr());
     for len in SIZES {
-        if len == BIG && !big_for(engine, "length") {
-            continue;
-        }
         client.send(&get(&origin.url(&format!("/length/{len}"))));
         let response = client.read_response(&Method::Get);
         assert_eq!(response.status(), 200, "{engine} {len}");
@@ -178,20 +169,18 @@ fn chunked_bodies(engine: &str) {
             &format!("{engine}: chunked {len}"),
         );
     }
-    if big_for(engine, "chunked") {
-        // curl decodes 50 MiB of chunks in linear time; the test client re-parses per read.
-        if curl_available() {
-            let (code, out, err) = curl(&["-x", &proxy.url(), &origin.url("/chunked/52428800")]);
-            assert_eq!(
-                code,
-                0,
-                "{engine}: curl failed: {err}\nproxy:\n{}",
-                trouble(&proxy)
-            );
-            assert!(out == *body(BIG), "{engine}: 50 MiB chunked body differs");
-        } else {
-            eprintln!("skipped: 50 MiB chunked needs curl");
-        }
+    // curl decodes 50 MiB of chunks in linear time; the test client re-parses per read.
+    if curl_available() {
+        let (code, out, err) = curl(&["-x", &proxy.url(), &origin.url("/chunked/52428800")]);
+        assert_eq!(
+            code,
+            0,
+            "{engine}: curl failed: {err}\nproxy:\n{}",
+            trouble(&proxy)
+        );
+        assert!(out == *body(BIG), "{engine}: 50 MiB chunked body differs");
+    } else {
+        eprintln!("skipped: 50 MiB chunked needs curl");
     }
     assert_no_fallback(&proxy, &[]);
 }
@@ -200,9 +189,6 @@ fn close_delimited_bodies(engine: &str) {
     let origin = sized_origin();
     let proxy = proxy(engine, 443);
     for len in SIZES {
-        if len == BIG && !big_for(engine, "close") {
-            continue;
-        }
         let mut client = RawClient::connect(proxy.addr());
         client.send(&get(&origin.url(&format!("/close/{len}"))));
         let response = client.read_response(&Method::Get);
