@@ -318,11 +318,18 @@ impl WorkerEngines {
     }
 
     /// The size-based policy. It loads the sockmap only if its threshold says it may ever be
-    /// picked, and leaves it out when it cannot load.
+    /// picked, and leaves it out, with a warning, when it cannot load.
     pub fn auto(&self) -> Engine {
         let sockmap = match auto::SOCKMAP_THRESHOLD {
-            Some(_) => self.loaded_sockmap().as_ref().ok().cloned(),
             None => None,
+            Some(_) => match self.loaded_sockmap() {
+                Ok(engine) => Some(engine.clone()),
+                Err(error) => {
+                    // Not one transfer's fallback, so not counted; but not silent either.
+                    tracing::warn!(%error, "auto: no sockmap engine; its bodies go by splice");
+                    None
+                }
+            },
         };
         Engine::Auto(AutoEngine::new(
             self.copy_engine(),
