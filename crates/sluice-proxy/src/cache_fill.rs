@@ -25,7 +25,7 @@ use sluice_http::{BodyFraming, ChunkStep, ChunkedDecoder};
 use sluice_rt::net::TcpStream;
 use sluice_rt::timeout;
 use sluice_splice::{
-    CopySink, Ending, KeepCopy, KeepCopyOutcome, Limit, SpliceEngine, TransferRequest,
+    CopySink, Ending, KeepCopy, KeepCopyOutcome, Limit, Mechanism, SpliceEngine, TransferRequest,
 };
 
 use crate::access_log::AccessRecord;
@@ -154,9 +154,14 @@ pub(crate) async fn run(
         sink,
         verbatim: !plan.dechunk,
         written: 0,
+        payload: 0,
     };
     let result = copy.transfer(plan.framing, buf).await;
     record.bytes += copy.written;
+    // No engine ran, so this copy is counted here, as the engines count theirs: what reached
+    // the client, or, for a silent fill, what reached the fill.
+    let moved = if relay { copy.written } else { copy.payload };
+    exchange.worker.stats.record(Mechanism::Copy, moved);
     let fill = copy.sink.fill.take();
     let client_open = copy.client_open;
     // Gives back the fill's share of `Worker::fill_bytes` and the borrows of both sockets.
@@ -268,6 +273,7 @@ async fn relay_spliced(
             Some((outcome, written))
         }
         Err(error) => {
+            // The engine counted the fallback and logged it; the copy path counts the copy.
             tracing::debug!(%error, "cache: KeepCopy could not start; copying instead");
             None
         }
@@ -395,6 +401,8 @@ struct CopyRelay<'a> {
     /// payload).
     verbatim: bool,
     written: u64,
+    /// Body payload read from the upstream (transfer coding removed).
+    payload: u64,
 }
 
 impl CopyRelay<'_> {
@@ -485,6 +493,7 @@ impl CopyRelay<'_> {
     }
 
     fn payload(&mut self, bytes: &[u8]) {
+        self.payload += bytes.len() as u64;
         self.sink.payload(bytes);
     }
 

@@ -34,7 +34,7 @@ use sluice_rt::timeout;
 
 use crate::pipe::PipeLease;
 use crate::splice::{retry_source, yield_now, SpliceEngine};
-use crate::stats::{EngineStats, Mechanism};
+use crate::stats::{EngineStats, FallbackReason, Mechanism};
 use crate::sys::splice::{read_pipe, splice_from_pipe, splice_to_pipe, tee, Pipe};
 use crate::{Ending, Limit, TransferRequest};
 
@@ -80,8 +80,8 @@ pub struct KeepCopyOutcome {
 impl SpliceEngine {
     /// Like [`SpliceEngine::transfer`], and every byte read from the source also goes to
     /// `sink` (the prefix does not: the caller has it). Needs a pipe from the pool and one of
-    /// `keep.max_unread` bytes; without them it fails with the reason, as the cache must not
-    /// fill from a transfer it cannot see.
+    /// `keep.max_unread` bytes; without them it sends nothing, counts the fallback (`no-pipe`
+    /// or `pipe-create`) and fails, and the caller copies the body instead.
     pub async fn transfer_keeping_copy<S: CopySink>(
         &self,
         src: &TcpStream,
@@ -92,9 +92,30 @@ impl SpliceEngine {
         stats: &EngineStats,
     ) -> io::Result<KeepCopyOutcome> {
         let forward = self.pool().acquire(stats).map_err(|reason| {
+            // A pipe that failed to open was counted as it failed; an empty pool is counted
+            // here, where the caller's copy becomes a fallback.
+            if reason == FallbackReason::NoPipe {
+                stats.record_fallback(
+                    reason,
+                    &format_args!(
+                        "all {} pipes of this worker in use (transfer.pipe_pool); copying a \
+                         KeepCopy transfer",
+                        self.pool().open()
+                    ),
+                );
+            }
             io::Error::new(io::ErrorKind::WouldBlock, format!("no pipe: {reason}"))
         })?;
-        let copy = Pipe::open(keep.max_unread.max(4096))?.pipe;
+        let copy = match Pipe::open(keep.max_unread.max(4096)) {
+            Ok(new) => new.pipe,
+            Err(error) => {
+                stats.record_fallback(
+                    FallbackReason::PipeCreate,
+                    &format_args!("cannot open KeepCopy's copy pipe: {error}; copying"),
+                );
+                return Err(error);
+            }
+        };
         let idle = request.idle_timeout;
         if !request.prefix.is_empty() {
             let sent = timeout(idle, dst.write_all(request.prefix)).await;

@@ -19,6 +19,32 @@
 //! The engine never parses HTTP: chunked bodies are framed by the caller, which hands it one
 //! chunk's data at a time.
 //!
+//! # The papers' data-stream splice, in this API
+//!
+//! - *Request*: [`TransferRequest`] for one direction, with the bytes already read as its
+//!   `prefix` and its termination as [`Limit`] (a payload limit, or until the source closes);
+//!   [`Engine::tunnel`] for both directions until both close. *KeepCopy* with its min2read and
+//!   max2cache is [`SpliceEngine::transfer_keeping_copy`] with a [`KeepCopy`].
+//! - *Result*: [`TransferOutcome`] (bytes forwarded, why it ended) or [`TunnelOutcome`] (bytes
+//!   each way), returned when the transfer ends.
+//! - *AutoRelease* is always on: a transfer releases what it holds when it ends, whatever the
+//!   ending. Its pipe goes back to the worker's pool if empty and is closed otherwise (see
+//!   [`PipePool`]); its sockmap entries are removed. A finished transfer never needs to be
+//!   unspliced, and the sockets are plain sockets again.
+//! - *Unsplice* is dropping the transfer's future, at any await point (race it against
+//!   something else with `futures_lite::future::or`). Dropping releases exactly as above.
+//!   Afterwards both sockets work: the source continues at the first byte the transfer did not
+//!   take; the destination takes plain writes after what it was sent. Bytes taken but not yet
+//!   sent are gone: a pipe's bytes are discarded with the pipe, and bytes the sockmap program
+//!   redirected still leave from the destination's send queue. So a cancelled body cannot be
+//!   resumed; the connection that carried it should close. The unit tests
+//!   `a_cancelled_transfer_*` and `a_transfer_cancelled_with_bytes_in_its_pipe_*` show this.
+//! - *Byte counts* come only from the outcome, so a cancelled transfer reports none. The proxy
+//!   never cancels one mid-body: transfers end on their own (the limit, end of stream, an
+//!   error, `idle_timeout`). Only at shutdown, past its grace period, does a worker drop the
+//!   exchanges still running, and their access-log lines with them. A progress counter would
+//!   have no reader, so there is none.
+//!
 //! Every system call beyond plain reads and writes lives in `sys/`, one file per mechanism; the
 //! rest of the crate has no `unsafe`.
 #![deny(unsafe_code)]
@@ -292,11 +318,18 @@ impl WorkerEngines {
     }
 
     /// The size-based policy. It loads the sockmap only if its threshold says it may ever be
-    /// picked, and leaves it out when it cannot load.
+    /// picked, and leaves it out, with a warning, when it cannot load.
     pub fn auto(&self) -> Engine {
         let sockmap = match auto::SOCKMAP_THRESHOLD {
-            Some(_) => self.loaded_sockmap().as_ref().ok().cloned(),
             None => None,
+            Some(_) => match self.loaded_sockmap() {
+                Ok(engine) => Some(engine.clone()),
+                Err(error) => {
+                    // Not one transfer's fallback, so not counted; but not silent either.
+                    tracing::warn!(%error, "auto: no sockmap engine; its bodies go by splice");
+                    None
+                }
+            },
         };
         Engine::Auto(AutoEngine::new(
             self.copy_engine(),

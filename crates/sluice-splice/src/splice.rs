@@ -103,8 +103,10 @@ impl SpliceEngine {
         outcome
     }
 
-    /// Moves exactly `bytes` from `src` to `dst` through a pipe (a copy when none is left),
-    /// without counting a transfer: a step inside another engine's transfer.
+    /// Moves exactly `bytes` from `src` to `dst` through a pipe (a copy when none is left): a
+    /// step inside another engine's transfer (the sockmap's drain and its rest past the cap),
+    /// so it counts the bytes under the mechanism that moved them but no transfer. `purpose`
+    /// names the step in the fallback's log line.
     pub(crate) async fn move_bytes(
         &self,
         src: &TcpStream,
@@ -112,19 +114,35 @@ impl SpliceEngine {
         bytes: u64,
         idle: Duration,
         stats: &EngineStats,
+        purpose: &str,
     ) -> TransferOutcome {
         let limit = Limit::Bytes(bytes);
-        match self.pool.acquire(stats) {
-            Ok(lease) => Flow::new(lease, limit).finish(src, dst, idle).await,
-            Err(_) => {
+        let (mechanism, outcome) = match self.pool.acquire(stats) {
+            Ok(lease) => {
+                let outcome = Flow::new(lease, limit).finish(src, dst, idle).await;
+                (Mechanism::Splice, outcome)
+            }
+            Err(reason) => {
+                if reason == FallbackReason::NoPipe {
+                    stats.record_fallback(
+                        reason,
+                        &format_args!(
+                            "all {} pipes of this worker in use (transfer.pipe_pool); copying \
+                             {purpose}",
+                            self.pool.open()
+                        ),
+                    );
+                }
                 let request = TransferRequest {
                     prefix: &[],
                     limit,
                     idle_timeout: idle,
                 };
-                self.copy.transfer(src, dst, request).await
+                (Mechanism::Copy, self.copy.transfer(src, dst, request).await)
             }
-        }
+        };
+        stats.record_bytes(mechanism, outcome.forwarded);
+        outcome
     }
 
     async fn copy_recorded(

@@ -2,6 +2,11 @@
 //! a slower one. A fallback is never silent: it is counted here by reason, and logged at `warn`
 //! the first time a reason occurs on a worker and then at most once per [`FALLBACK_LOG_PERIOD`],
 //! with the count so far.
+//!
+//! A transfer is counted once, under the mechanism that carried its body; bytes are counted
+//! under the mechanism that moved them. The two differ only inside a sockmap transfer, whose
+//! drained start and whose rest past the cap go by splice (or copy, without a pipe): so the
+//! byte counters show how much the sockmap itself redirected.
 
 use std::cell::Cell;
 use std::fmt;
@@ -17,7 +22,9 @@ pub enum Mechanism {
     Copy,
     /// splice(2) through a pipe.
     Splice,
-    /// eBPF sockmap redirect (finished with splice or copy at the edges).
+    /// eBPF sockmap redirect: transfers that had a flow in the map, and the bytes the program
+    /// redirected plus those finished in user space around them (prefix, a straddling tail).
+    /// A sockmap-engine transfer that never got into the map counts under splice.
     Sockmap,
 }
 
@@ -50,13 +57,11 @@ pub enum FallbackReason {
     PipeSize,
     /// splice(2) refused these fds (EINVAL, ENOSYS): copied instead.
     SpliceUnsupported,
-    /// The sockmap engine could not be loaded at start (not root, no BPF): splice instead.
-    SockmapUnavailable,
     /// Inserting a socket into the sockmap failed (EOPNOTSUPP once the peer closed): splice
     /// instead.
     SockmapInsert,
-    /// A body over the sockmap's cap (a connection stalls near 2^31 bytes) or of unknown size:
-    /// spliced instead.
+    /// A body of unknown size was spliced instead, or the rest of one over the sockmap's cap (a
+    /// connection stalls near 2^31 bytes) was spliced after the capped part.
     SockmapCap,
     /// Bytes past a body's end arrived in its last segment and could not be handed back: the
     /// source connection was closed so it is not reused out of sync.
@@ -64,12 +69,11 @@ pub enum FallbackReason {
 }
 
 impl FallbackReason {
-    const ALL: [FallbackReason; 8] = [
+    const ALL: [FallbackReason; 7] = [
         FallbackReason::NoPipe,
         FallbackReason::PipeCreate,
         FallbackReason::PipeSize,
         FallbackReason::SpliceUnsupported,
-        FallbackReason::SockmapUnavailable,
         FallbackReason::SockmapInsert,
         FallbackReason::SockmapCap,
         FallbackReason::SockmapOverread,
@@ -82,7 +86,6 @@ impl FallbackReason {
             FallbackReason::PipeCreate => "pipe-create",
             FallbackReason::PipeSize => "pipe-size",
             FallbackReason::SpliceUnsupported => "splice-unsupported",
-            FallbackReason::SockmapUnavailable => "sockmap-unavailable",
             FallbackReason::SockmapInsert => "sockmap-insert",
             FallbackReason::SockmapCap => "sockmap-cap",
             FallbackReason::SockmapOverread => "sockmap-overread",
@@ -111,13 +114,22 @@ struct FallbackCounter {
 pub struct EngineStats {
     transfers: [Cell<u64>; 3],
     bytes: [Cell<u64>; 3],
-    fallbacks: [FallbackCounter; 8],
+    fallbacks: [FallbackCounter; FallbackReason::ALL.len()],
 }
 
 impl EngineStats {
-    pub(crate) fn record(&self, mechanism: Mechanism, bytes: u64) {
+    /// Counts one transfer that `mechanism` carried, and the `bytes` it moved (prefix
+    /// included). The engines count their own transfers; a caller that moves a body itself
+    /// (the cache's copy path) counts it here, so the counters cover every body.
+    pub fn record(&self, mechanism: Mechanism, bytes: u64) {
         let i = mechanism.index();
         self.transfers[i].set(self.transfers[i].get() + 1);
+        self.record_bytes(mechanism, bytes);
+    }
+
+    /// Counts `bytes` that `mechanism` moved within a transfer counted elsewhere.
+    pub(crate) fn record_bytes(&self, mechanism: Mechanism, bytes: u64) {
+        let i = mechanism.index();
         self.bytes[i].set(self.bytes[i].get() + bytes);
     }
 
@@ -218,5 +230,34 @@ mod tests {
             stats.summary(),
             "copy 1/5B splice 1/100B sockmap 0/0B fallbacks: no-pipe=2"
         );
+    }
+
+    #[test]
+    fn bytes_within_a_transfer_add_to_their_mechanism_only() {
+        let stats = EngineStats::default();
+        stats.record(Mechanism::Sockmap, 1000);
+        stats.record_bytes(Mechanism::Splice, 24);
+        assert_eq!((stats.transfers(), stats.bytes()), (1, 1024));
+        assert_eq!(stats.transfers_by(Mechanism::Splice), 0);
+        assert_eq!(stats.bytes_by(Mechanism::Splice), 24);
+    }
+
+    /// docs/CONFIG.md's table of reasons is what operators read the `warn` lines against: it
+    /// lists exactly the reasons the code can count.
+    #[test]
+    fn config_doc_lists_exactly_the_fallback_reasons() {
+        let doc = include_str!("../../../docs/CONFIG.md");
+        let table = doc
+            .split("| reason | what happened |")
+            .nth(1)
+            .expect("the reasons table in docs/CONFIG.md");
+        let documented: Vec<&str> = table
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with("| `"))
+            .filter_map(|line| line.split('`').nth(1))
+            .collect();
+        let in_code: Vec<&str> = FallbackReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(documented, in_code);
     }
 }

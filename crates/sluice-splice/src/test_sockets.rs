@@ -58,6 +58,32 @@ pub(crate) fn receive_on(mut far: std::net::TcpStream, len: usize) -> thread::Jo
     })
 }
 
+/// Resolves once `condition` holds. It registers no waker of its own: polled beside a transfer
+/// (`zip`, `or`), it is checked each time the transfer is polled, and the conditions the tests
+/// give it change only inside those polls.
+pub(crate) async fn until(mut condition: impl FnMut() -> bool) {
+    std::future::poll_fn(|_| {
+        if condition() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Reads `src` in user space until it closes, as any socket is read once no transfer has it.
+pub(crate) async fn read_to_close(src: &TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match src.read(&mut buf).await.expect("plain read") {
+            0 => return out,
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// Deterministic body bytes.
 pub(crate) fn body(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()

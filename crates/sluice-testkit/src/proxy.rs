@@ -19,6 +19,8 @@ pub struct Proxy {
     child: Child,
     addrs: Vec<SocketAddr>,
     stderr: Arc<Mutex<String>>,
+    /// The thread copying stderr into `stderr`; it ends when the process does.
+    stderr_reader: Option<thread::JoinHandle<()>>,
     _dir: tempfile::TempDir,
 }
 
@@ -48,7 +50,7 @@ impl Proxy {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut child_stderr = child.stderr.take().expect("piped stderr");
         let sink = stderr.clone();
-        thread::spawn(move || {
+        let stderr_reader = thread::spawn(move || {
             let mut chunk = [0u8; 4096];
             while let Ok(n) = child_stderr.read(&mut chunk) {
                 if n == 0 {
@@ -88,6 +90,7 @@ impl Proxy {
             child,
             addrs,
             stderr,
+            stderr_reader: Some(stderr_reader),
             _dir: dir,
         }
     }
@@ -152,6 +155,23 @@ impl Proxy {
 
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
     pub fn terminate(mut self) -> bool {
+        self.stop() == Some(true)
+    }
+
+    /// Like [`Proxy::terminate`], and also returns everything the process wrote to stderr,
+    /// to its last line: the counters it logs at shutdown included.
+    pub fn terminate_with_logs(mut self) -> (bool, String) {
+        let stopped = self.stop();
+        if stopped.is_some() {
+            if let Some(reader) = self.stderr_reader.take() {
+                let _ = reader.join();
+            }
+        }
+        (stopped == Some(true), self.logs())
+    }
+
+    /// SIGTERM, then whether the process exited cleanly; `None` if it did not exit in time.
+    fn stop(&mut self) -> Option<bool> {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
@@ -159,10 +179,10 @@ impl Proxy {
         let start = std::time::Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return status.success();
+                return Some(status.success());
             }
             if start.elapsed() > DEADLINE {
-                return false;
+                return None;
             }
             thread::sleep(std::time::Duration::from_millis(10));
         }

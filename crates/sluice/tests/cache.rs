@@ -539,6 +539,47 @@ fn auto_copies_a_small_cacheable_body_and_splices_a_large_one() {
     assert!(misses[1].contains("engine=splice"), "{}", misses[1]);
 }
 
+/// A fill that finds no pipe for KeepCopy is copied, and neither step is silent: the no-pipe
+/// fallback is logged and counted, and the copy shows in the copy counters at shutdown.
+#[test]
+fn a_fill_without_a_pipe_is_copied_and_counted() {
+    let body = body_of(1 << 20);
+    let reply = body.clone();
+    let origin = Origin::start(move |r| {
+        if r.head.target.to_string().ends_with("/hold") {
+            Reply::with_length(200, &["Cache-Control: no-store"], &body_of(8 << 20))
+        } else {
+            Reply::with_length(200, &["Cache-Control: max-age=60"], &reply)
+        }
+    });
+    let proxy = cache_proxy("[transfer]\nengine = \"splice\"\npipe_pool = 1\n");
+    // Client A takes the only pipe: its transfer stalls there while A reads no more.
+    let mut a = std::net::TcpStream::connect(proxy.addr()).unwrap();
+    let hold = format!(
+        "GET {} HTTP/1.1\r\nHost: origin\r\n\r\n",
+        origin.url("/hold")
+    );
+    std::io::Write::write_all(&mut a, hold.as_bytes()).unwrap();
+    std::io::Read::read_exact(&mut a, &mut [0u8; 1]).unwrap();
+    let mut client = RawClient::connect(proxy.addr());
+    let miss = get(&mut client, &origin.url("/fill"), &[]);
+    assert_eq!(
+        (x_cache(&miss), miss.body == body),
+        ("MISS".to_owned(), true)
+    );
+    assert_eq!(proxy.cache_stats()["fills_committed"], 1);
+    proxy.wait_for_log("reason=\"no-pipe\"");
+    drop(a);
+    let (clean, logs) = proxy.terminate_with_logs();
+    assert!(clean, "{logs}");
+    let (copies, copied) = common::engine_counters(&logs, "copy");
+    assert!(
+        copies >= 1 && copied > 1 << 20,
+        "the fill's copy was not counted: {logs}"
+    );
+    assert_eq!(common::fallbacks(&logs, "no-pipe"), 1, "{logs}");
+}
+
 #[test]
 fn purge_removes_the_entry_and_is_refused_outside_purge_allow() {
     let origin = Origin::start(|_| Reply::with_length(200, &["Cache-Control: max-age=60"], b"p"));

@@ -52,3 +52,36 @@ macro_rules! require_curl {
         }
     };
 }
+
+/// Transfers and bytes `mechanism` moved, summed over the workers' `engine counters: copy
+/// 3/1200B splice 10/52428800B sockmap 0/0B fallbacks: no-pipe=2` lines logged at shutdown.
+pub fn engine_counters(logs: &str, mechanism: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    for counters in logs
+        .lines()
+        .filter_map(|l| l.split("engine counters: ").nth(1))
+    {
+        let words: Vec<&str> = counters.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| *w == mechanism)
+            .unwrap_or_else(|| panic!("no {mechanism} in {counters}"));
+        let (transfers, bytes) = words[at + 1]
+            .trim_end_matches('B')
+            .split_once('/')
+            .expect("transfers/bytes");
+        total.0 += transfers.parse::<u64>().expect("a count");
+        total.1 += bytes.parse::<u64>().expect("a count");
+    }
+    total
+}
+
+/// How many times `reason` made a transfer fall back, summed over the shutdown counters.
+pub fn fallbacks(logs: &str, reason: &str) -> u64 {
+    logs.lines()
+        .filter_map(|l| l.split("engine counters: ").nth(1))
+        .flat_map(str::split_whitespace)
+        .filter_map(|w| w.strip_prefix(reason)?.strip_prefix('='))
+        .map(|n| n.parse::<u64>().expect("a count"))
+        .sum()
+}

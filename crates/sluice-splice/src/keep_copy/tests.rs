@@ -197,3 +197,33 @@ fn slow_sink_pauses_forwarding_and_holds_memory_flat() {
         );
     });
 }
+
+/// Without a pipe KeepCopy sends nothing and says so; the fallback is counted, since the caller
+/// copies the body instead.
+#[test]
+fn an_empty_pool_fails_before_sending_and_counts_the_fallback() {
+    run(|| async {
+        let stats = EngineStats::default();
+        let engine = SpliceEngine::new(PipePool::new(64 * 1024, 0), CopyEngine::new(16 * 1024));
+        let (src, _src_far) = pair().await;
+        let (dst, _dst_far) = pair().await;
+        let mut sink = Collect::default();
+        let result = engine
+            .transfer_keeping_copy(
+                &src,
+                &dst,
+                request(Limit::Bytes(1000)),
+                KEEP,
+                &mut sink,
+                &stats,
+            )
+            .await;
+        assert!(result.is_err());
+        assert_eq!(stats.fallbacks(FallbackReason::NoPipe), 1);
+        assert_eq!(
+            stats.transfers(),
+            0,
+            "the caller counts the copy it does instead"
+        );
+    });
+}

@@ -1,7 +1,8 @@
 use std::time::Duration;
 
 use super::*;
-use crate::test_sockets::{body, pair, receive_on, run, send_from};
+use crate::sys::splice::queued;
+use crate::test_sockets::{body, pair, read_to_close, receive_on, run, send_from};
 
 fn engine(pipes: usize) -> SpliceEngine {
     SpliceEngine::new(PipePool::new(64 * 1024, pipes), CopyEngine::new(16 * 1024))
@@ -181,5 +182,114 @@ fn bytes_before_a_pause_reach_the_destination_without_waiting_for_more() {
         let _ = source.join();
         assert_eq!(&got[..4], b"HEAD");
         assert_eq!(&got[4..1004], &body(1000)[..]);
+    });
+}
+
+/// Unsplice: cancelling a transfer (dropping its future) between two bursts leaves both sockets
+/// plain and usable, the source at the first byte the transfer did not take, and the empty pipe
+/// back in the pool.
+#[test]
+fn a_cancelled_transfer_leaves_both_sockets_usable_and_pools_its_empty_pipe() {
+    use std::io::{Read, Write};
+    run(|| async {
+        let stats = EngineStats::default();
+        let engine = engine(1);
+        let (src, mut src_far) = pair().await;
+        let (dst, mut dst_far) = pair().await;
+        let (signal, mut signal_far) = pair().await;
+        src_far.write_all(&body(100_000)).unwrap();
+        // The client tells us once the first burst is through, then reads to the end.
+        let client = std::thread::spawn(move || {
+            let mut got = vec![0u8; 100_004];
+            dst_far.read_exact(&mut got).unwrap();
+            signal_far.write_all(b"!").unwrap();
+            dst_far.read_to_end(&mut got).unwrap();
+            got
+        });
+        let transfer = engine.transfer(&src, &dst, request(b"HEAD", Limit::Bytes(1 << 20)), &stats);
+        let through = async {
+            let _ = signal.read(&mut [0u8; 1]).await;
+            None
+        };
+        let finished = futures_lite::future::or(async { Some(transfer.await) }, through).await;
+        assert!(finished.is_none(), "the transfer ended by itself");
+        assert_eq!((engine.pool().open(), engine.pool().idle()), (1, 1));
+        // The source goes on where the transfer stopped, read in user space.
+        let second = body(300_000)[100_000..].to_vec();
+        let sender = send_from(src_far, second.clone(), true);
+        assert!(
+            read_to_close(&src).await == second,
+            "the source lost its place"
+        );
+        // The destination takes a plain write after the spliced bytes.
+        dst.write_all(b"PLAIN").await.unwrap();
+        dst.shutdown(std::net::Shutdown::Write).unwrap();
+        let got = client.join().unwrap();
+        let _ = sender.join();
+        assert_eq!(&got[..4], b"HEAD");
+        assert!(got[4..100_004] == body(100_000)[..]);
+        assert_eq!(&got[100_004..], b"PLAIN");
+    });
+}
+
+/// Unsplice with bytes in flight: cancelled while its pipe holds bytes the stalled destination
+/// has not taken, the transfer closes that pipe rather than pool it (the next transfer must not
+/// send them), and both sockets stay usable: the source continues exactly after the bytes the
+/// transfer took (delivered plus discarded with the pipe).
+#[test]
+fn a_transfer_cancelled_with_bytes_in_its_pipe_closes_the_pipe() {
+    use std::io::Read;
+    use std::os::fd::OwnedFd;
+    run(|| async {
+        let stats = EngineStats::default();
+        let engine = engine(1);
+        let watch: OwnedFd = {
+            let lease = engine.pool().acquire(&stats).unwrap();
+            lease.pipe().watch().unwrap()
+        };
+        let len = 8 << 20;
+        let (src, src_far) = pair().await;
+        let (dst, mut dst_far) = pair().await;
+        let sender = send_from(src_far, body(len), true);
+        let transfer = engine.transfer(
+            &src,
+            &dst,
+            request(b"HEAD", Limit::Bytes(len as u64)),
+            &stats,
+        );
+        // The client reads nothing yet: the transfer stalls with its pipe full.
+        let in_pipe = crate::test_sockets::until(|| queued(&watch).unwrap() > 0);
+        let finished = futures_lite::future::or(async { Some(transfer.await) }, async {
+            in_pipe.await;
+            None
+        })
+        .await;
+        assert!(finished.is_none(), "the transfer ended by itself");
+        let discarded = queued(&watch).unwrap();
+        assert!(discarded > 0);
+        assert_eq!(
+            (engine.pool().open(), engine.pool().idle()),
+            (0, 0),
+            "a pipe holding bytes went back to the pool"
+        );
+        // The client starts reading: the destination's queue drains and takes a plain write.
+        let client = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            dst_far.read_to_end(&mut got).unwrap();
+            got
+        });
+        dst.write_all(b"PLAIN").await.unwrap();
+        dst.shutdown(std::net::Shutdown::Write).unwrap();
+        let rest = read_to_close(&src).await;
+        let got = client.join().unwrap();
+        let _ = sender.join();
+        let delivered = got.len() - 9;
+        assert_eq!(&got[..4], b"HEAD");
+        assert!(got[4..4 + delivered] == body(len)[..delivered]);
+        assert_eq!(&got[4 + delivered..], b"PLAIN");
+        assert!(
+            rest == body(len)[delivered + discarded..],
+            "the source did not continue after {delivered} delivered + {discarded} discarded"
+        );
     });
 }

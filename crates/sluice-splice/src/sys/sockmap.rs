@@ -2,9 +2,11 @@
 //! hand and loaded over the raw bpf(2) system call, its three maps, and the socket queries the
 //! engine needs (socket cookie, TCP_INFO bytes_acked, SIOCOUTQ, the SO_RCVLOWAT kick).
 //!
-//! Why hand-assembled rather than `aya` with a C object: the program is 20 instructions, so a
-//! BPF toolchain (clang, bpf-linker) at build time and a loader crate with its own dependency
-//! tree would cost more than they save; the instructions are listed below with their meaning.
+//! Why hand-assembled rather than `aya` with a C object: the program is 28 instructions (30
+//! slots, as each of its two map loads takes two), so a BPF toolchain (clang, bpf-linker) at
+//! build time and a loader crate with its own dependency tree would cost more than they save;
+//! the instructions are listed below with their meaning. docs/ARCHITECTURE.md, step 6, gives
+//! the whole trade.
 //!
 //! The program runs in softirq context for every skb arriving on a *source* socket:
 //!
@@ -450,12 +452,40 @@ pub(crate) fn receive_queue(socket: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(socket)?)
 }
 
+/// Bytes that a read of the socket would return now, up to `up_to`, counted without copying
+/// or consuming them (MSG_PEEK | MSG_TRUNC, recv(2) and tcp(7)). Unlike FIONREAD, which counts
+/// every byte received and not yet read, this sees only what is really in the receive queue.
+pub(crate) fn readable(socket: BorrowedFd<'_>, up_to: u64) -> io::Result<u64> {
+    let len = usize::try_from(up_to).unwrap_or(usize::MAX);
+    let flags = libc::MSG_PEEK | libc::MSG_TRUNC | libc::MSG_DONTWAIT;
+    // SAFETY: the fd is borrowed, so open; with MSG_TRUNC a TCP socket never writes to the
+    // buffer (tcp(7)), so a null pointer with any length is not dereferenced.
+    let result = unsafe { libc::recv(socket.as_raw_fd(), std::ptr::null_mut(), len, flags) };
+    if result < 0 {
+        let error = io::Error::last_os_error();
+        if error.kind() == io::ErrorKind::WouldBlock {
+            return Ok(0);
+        }
+        return Err(error);
+    }
+    Ok(u64::try_from(result).unwrap_or(0))
+}
+
 /// Makes the kernel run the socket's data-ready callback now: setting SO_RCVLOWAT calls
 /// tcp_data_ready (net/ipv4/tcp.c, tcp_set_rcvlowat), so segments that were queued before the
 /// socket entered the map reach the verdict program without waiting for the next arrival.
 pub(crate) fn kick(socket: BorrowedFd<'_>) -> io::Result<()> {
     let one: libc::c_int = 1;
     setsockopt(socket, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &one)
+}
+
+/// Stops the kernel from calling the socket's data-ready callback for new segments, which then
+/// wait in the ordinary receive queue: SO_RCVLOWAT at the most the kernel allows (it caps the
+/// value at half of tcp_rmem's maximum), as tcp_data_ready only calls the callback once that
+/// many bytes are unread (net/ipv4/tcp_input.c). [`kick`] lowers it again.
+pub(crate) fn hold(socket: BorrowedFd<'_>) -> io::Result<()> {
+    let most: libc::c_int = libc::c_int::MAX;
+    setsockopt(socket, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &most)
 }
 
 fn getsockopt<T>(socket: BorrowedFd<'_>, level: i32, name: i32, value: &mut T) -> io::Result<()> {
@@ -508,6 +538,12 @@ mod tests {
             .map(|(at, insn)| (at, (at as i64 + 1 + i64::from(insn.off)) as usize))
             .collect();
         assert_eq!(jumps, JUMP_TARGETS);
+    }
+
+    /// The module docs give the program's size, and the trade against `aya` rests on it.
+    #[test]
+    fn program_is_as_long_as_the_docs_say() {
+        assert_eq!(verdict_program(3, 4).len(), 30);
     }
 
     #[test]

@@ -55,6 +55,19 @@ impl Pipe {
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
+
+    /// A second descriptor for the read end, so that a test can watch what a pipe lent to a
+    /// transfer holds ([`queued`]) without taking it from the transfer.
+    #[cfg(test)]
+    pub(crate) fn watch(&self) -> io::Result<OwnedFd> {
+        self.read.try_clone()
+    }
+}
+
+/// Bytes waiting in the pipe whose read end is `pipe` (FIONREAD, pipe(7)).
+#[cfg(test)]
+pub(crate) fn queued(pipe: &OwnedFd) -> io::Result<usize> {
+    Ok(rustix::io::ioctl_fionread(pipe)? as usize)
 }
 
 /// Moves up to `len` bytes from the socket `src` into `pipe` without copying them through user
