@@ -332,6 +332,7 @@ impl SockmapEngine {
             .map_err(insert_failed)?;
         flow.inserted = Inserted::Both;
         kick(src.as_fd()).map_err(insert_failed)?;
+        tracing::debug!(slot, bytes, "sockmap flow started");
         Ok(flow)
     }
 }

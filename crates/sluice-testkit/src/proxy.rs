@@ -31,6 +31,13 @@ impl Proxy {
     /// If the binary does not start or does not report its listeners within [`DEADLINE`]; the
     /// panic message carries its stderr.
     pub fn start(binary: &Path, config: &str) -> Proxy {
+        let filter = std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into());
+        Proxy::start_logging(binary, config, &filter)
+    }
+
+    /// Like [`start`](Self::start), with `filter` as the proxy's `RUST_LOG` (for a test that
+    /// waits for a debug event, e.g. `"info,sluice_splice=debug"`).
+    pub fn start_logging(binary: &Path, config: &str, filter: &str) -> Proxy {
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("sluice.toml");
         std::fs::write(&path, config).expect("write config");
@@ -38,10 +45,7 @@ impl Proxy {
         let mut child = Command::new(binary)
             .args(["run", "--config"])
             .arg(&path)
-            .env(
-                "RUST_LOG",
-                std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into()),
-            )
+            .env("RUST_LOG", filter)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

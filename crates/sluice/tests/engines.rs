@@ -34,12 +34,18 @@ fn body(len: usize) -> std::borrow::Cow<'static, [u8]> {
 }
 
 fn proxy(engine: &str, connect_port: u16) -> Proxy {
-    let config = format!(
+    Proxy::start(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &engine_config(engine, connect_port),
+    )
+}
+
+fn engine_config(engine: &str, connect_port: u16) -> String {
+    format!(
         "workers = 1\n[[listener]]\naddress = \"127.0.0.1:0\"\nmode = \"forward\"\n\
          [access]\nallow = [\"127.0.0.0/8\"]\nconnect_ports = [{connect_port}]\n\
          [transfer]\nengine = \"{engine}\"\n"
-    );
-    Proxy::start(Path::new(env!("CARGO_BIN_EXE_sluice")), &config)
+    )
 }
 
 /// Whether this engine can run here: sockmap needs root (and says so when skipped).
@@ -447,24 +453,26 @@ fn staged_origin(len: usize, parts: Vec<usize>, sent: mpsc::Receiver<()>) -> u16
 }
 
 /// The sockmap engine carries large Content-Length bodies itself, as the shutdown counters
-/// show. The origin sends each part once the client has the previous one. So when the proxy
-/// has drained what was queued before the upstream socket enters the map (step 1 of
-/// `sockmap.rs`), the queue is empty, the flow starts, and the program redirects the parts
-/// that follow, the last and largest among them. For that to fail, each of nine 64 KiB parts
-/// would have to arrive between the drain's last write and its next look at the queue (a
-/// scheduling race that a loaded machine lost about once in twenty for a single part).
+/// show. The origin sends the head and a first part, then waits until the proxy has drained
+/// that part by splice and put the sockets in the map (its debug event "sockmap flow
+/// started"; step 1 of `sockmap.rs`), and only then sends the rest, which the program must
+/// redirect. Waiting for the event, not for time, is what keeps the drain from taking it all.
 #[test]
 fn sockmap_redirects_large_content_length_bodies() {
     if !available("sockmap") {
         return;
     }
     for len in [1 << 20, BIG] {
-        let mut parts = vec![64 * 1024; 9];
-        let last = len - parts.iter().sum::<usize>();
-        parts.push(last);
+        let first = 64 * 1024;
+        let last = len - first;
+        let parts = vec![first, last];
         let (tell, sent) = mpsc::channel();
         let port = staged_origin(len, parts.clone(), sent);
-        let proxy = proxy("sockmap", 443);
+        let proxy = Proxy::start_logging(
+            Path::new(env!("CARGO_BIN_EXE_sluice")),
+            &engine_config("sockmap", 443),
+            "info,sluice_splice::sockmap=debug",
+        );
         let mut client = TcpStream::connect(proxy.addr()).unwrap();
         client
             .set_read_timeout(Some(sluice_testkit::DEADLINE))
@@ -495,6 +503,7 @@ fn sockmap_redirects_large_content_length_bodies() {
                 if told + 1 >= parts.len() || got.len() < at + boundary {
                     break;
                 }
+                proxy.wait_for_log("sockmap flow started");
                 tell.send(()).unwrap();
                 told += 1;
                 boundary += parts[told];
