@@ -155,7 +155,7 @@ struct PeersArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "direct,sluice-copy,sluice-splice,sluice-sockmap,haproxy,haproxy-splice,nginx,squid"
+        default_value = "direct,sluice-copy,sluice-splice,sluice-sockmap,sluice-auto,haproxy,haproxy-splice,nginx,squid"
     )]
     peers: Vec<Peer>,
     /// Body sizes.

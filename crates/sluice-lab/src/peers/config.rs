@@ -30,11 +30,12 @@ pub enum Peer {
 }
 
 /// Every peer, in table order.
-pub const ALL: [Peer; 8] = [
+pub const ALL: [Peer; 9] = [
     Peer::Direct,
     Peer::Sluice("copy"),
     Peer::Sluice("splice"),
     Peer::Sluice("sockmap"),
+    Peer::Sluice("auto"),
     Peer::Haproxy { splice: false },
     Peer::Haproxy { splice: true },
     Peer::Nginx,
