@@ -216,18 +216,16 @@ impl Runtime {
         drop(leftover);
         CONTEXT.with(|c| *c.borrow_mut() = None);
         CURRENT_CORE.with(|c| c.set(0));
-        result
+        // A panic of the main future reaches the caller only now, after the cleanup above.
+        result.unwrap_or_else(|payload| panic::resume_unwind(payload))
     }
 
-    fn run_until<T>(&self, main: &JoinHandle<T>) -> T {
+    fn run_until<T>(&self, main: &JoinHandle<T>) -> thread::Result<T> {
         let mut events = Vec::new();
         loop {
             self.run_ready_tasks();
-            let finished = main.state.borrow_mut().output.take();
-            match finished {
-                Some(Ok(output)) => return output,
-                Some(Err(payload)) => panic::resume_unwind(payload),
-                None => {}
+            if let Some(finished) = main.state.borrow_mut().output.take() {
+                return finished;
             }
             let now = Instant::now();
             let timeout = if !self.core.ready.borrow().is_empty() {

@@ -146,12 +146,18 @@ fn many_connections_interleave_on_one_worker() {
 fn a_panicking_task_ends_alone_and_the_loop_goes_on() {
     let runtime = Runtime::new(Backend::Epoll).unwrap();
     let answer = runtime.block_on(async {
-        let _doomed = spawn(async {
-            sluice_rt::sleep(Duration::from_millis(1)).await;
+        let panicking = std::rc::Rc::new(std::cell::Cell::new(false));
+        let flag = panicking.clone();
+        let _doomed = spawn(async move {
+            flag.set(true);
             panic!("a bug in one connection");
         });
-        let survivor = spawn(async {
-            sluice_rt::sleep(Duration::from_millis(20)).await;
+        // The survivor finishes only after the other task panicked, so the loop must outlive it.
+        let survivor = spawn(async move {
+            while !panicking.get() {
+                sluice_rt::sleep(Duration::from_millis(1)).await;
+            }
+            sluice_rt::sleep(Duration::from_millis(1)).await;
             42
         });
         survivor.await
@@ -169,4 +175,6 @@ fn awaiting_a_panicked_task_resumes_its_panic() {
     }));
     let payload = outcome.expect_err("the panic reached block_on's caller");
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"propagated"));
+    // block_on cleaned up before resuming the panic: the thread can run a runtime again.
+    assert_eq!(runtime.block_on(async { 7 }), 7);
 }
