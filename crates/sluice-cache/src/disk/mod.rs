@@ -304,11 +304,7 @@ impl DiskTier {
         };
         self.stats.bytes -= size;
         match written.result {
-            Ok(()) if invalidated => {
-                let _ = self.send(Job::Remove {
-                    path: self.path_of(written.id),
-                });
-            }
+            Ok(()) if invalidated => self.discard(written.id),
             Ok(()) => {
                 self.stats.writes += 1;
                 let path = self.path_of(written.id);
@@ -401,6 +397,17 @@ impl DiskTier {
             .map_err(|_| CacheError::WritersGone)
     }
 
+    /// Deletes the file of a write whose key was invalidated meanwhile: by a writer thread, or
+    /// here when they are gone (shutdown), so that a purged object never comes back.
+    fn discard(&self, id: u64) {
+        let path = self.path_of(id);
+        if let Err(CacheError::WritersGone) = self.send(Job::Remove { path: path.clone() }) {
+            if let Err(error) = fs::remove_file(&path) {
+                tracing::warn!(%error, path = %path.display(), "disk cache: purged file not deleted");
+            }
+        }
+    }
+
     fn path_of(&self, id: u64) -> PathBuf {
         self.config.dir.join(format!("{id:016x}.entry"))
     }
@@ -413,6 +420,11 @@ impl Drop for DiskTier {
         self.jobs = None;
         for writer in self.writers.drain(..) {
             let _ = writer.join();
+        }
+        // Writes that finished after the last poll: those invalidated meanwhile are deleted
+        // now (the writers are gone), or the next start-up would index them again.
+        while let Ok(written) = self.done.try_recv() {
+            self.finish_write(written);
         }
     }
 }

@@ -213,3 +213,17 @@ fn a_write_in_flight_when_its_key_is_invalidated_is_deleted_not_indexed() {
     let mut tier = DiskTier::open(config(dir.path(), 1 << 20)).unwrap();
     assert!(tier.lookup(&key("/a"), &get("/a"), at(T0)).is_none());
 }
+
+#[test]
+fn a_write_invalidated_just_before_shutdown_is_deleted_at_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tier = DiskTier::open(config(dir.path(), 1 << 20)).unwrap();
+    tier.store(entry_at("/a", b"purged, then the proxy stops"))
+        .unwrap();
+    tier.invalidate(&key("/a"));
+    // No poll, no wait_idle: the proxy stops right after the purge.
+    drop(tier);
+    assert!(entry_files(dir.path()).is_empty());
+    let mut tier = DiskTier::open(config(dir.path(), 1 << 20)).unwrap();
+    assert!(tier.lookup(&key("/a"), &get("/a"), at(T0)).is_none());
+}

@@ -140,7 +140,10 @@ impl Fill {
     pub fn reserve_body(&mut self, len: u64) {
         if len <= self.limit {
             if let Ok(len) = usize::try_from(len) {
-                self.body.reserve_exact(len.saturating_sub(self.body.len()));
+                // Only a hint: without the memory, the body grows as it arrives instead.
+                let _ = self
+                    .body
+                    .try_reserve_exact(len.saturating_sub(self.body.len()));
             }
         }
     }
@@ -181,11 +184,6 @@ impl Fill {
         let actual = self.len();
         let response = self.response.take();
         let mut body = std::mem::take(&mut self.body);
-        // A chunked body grew by doubling: give back the unused tail, which the budget does not
-        // see (large buffers shrink by mremap, without a copy).
-        if body.capacity() - body.len() > body.len() / 8 {
-            body.shrink_to_fit();
-        }
         let key = self.key.clone();
         if self.overflowed {
             store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
@@ -206,6 +204,9 @@ impl Fill {
             store.finish_fill(&self, FillState::Done, Some(AbortReason::Failed));
             return Err(CacheError::InvalidatedWhileFilling);
         }
+        // The budget charges `body_len`: give back any unused tail (a chunked body grew by
+        // doubling; large buffers shrink by mremap, without a copy).
+        body.shrink_to_fit();
         let entry = StoredEntry {
             meta: EntryMeta {
                 key,

@@ -240,7 +240,12 @@ impl MemoryStore {
     /// response may predate what invalidated the key. Later lookups stop waiting on it.
     pub fn invalidate(&mut self, key: &CacheKey) -> usize {
         if let Some(pending) = self.pending.remove(key) {
-            pending.borrow_mut().invalidated = true;
+            let mut pending = pending.borrow_mut();
+            if pending.state == FillState::Filling {
+                // Counted now: out of the pending table, the store would never see its end.
+                pending.invalidated = true;
+                self.stats.fills_aborted += 1;
+            }
         }
         let ids = self.index.remove(key).unwrap_or_default();
         for &id in &ids {
@@ -397,6 +402,8 @@ impl MemoryStore {
         {
             self.pending.remove(&fill.key);
         }
+        // A fill whose key was invalidated was counted as aborted then, whatever ends it now.
+        let aborted = aborted.filter(|_| !fill.pending.borrow().invalidated);
         PendingFill::finish(&fill.pending, state);
         match aborted {
             Some(AbortReason::Failed) => self.stats.fills_aborted += 1,

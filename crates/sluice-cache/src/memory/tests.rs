@@ -411,3 +411,16 @@ fn entry_cost_counts_heads_keys_and_index() {
         s.used_bytes()
     );
 }
+
+#[test]
+fn a_fill_invalidated_then_dropped_unfinished_counts_one_abort() {
+    let mut s = store(1 << 20);
+    let fill = s.begin_fill(&key("/a")).unwrap();
+    s.invalidate(&key("/a"));
+    drop(fill);
+    let other = s.begin_fill(&key("/b")).unwrap();
+    s.invalidate(&key("/b"));
+    other.abort(&mut s, AbortReason::Uncacheable, at(T0));
+    let stats = s.stats();
+    assert_eq!((stats.fills_aborted, stats.fills_uncacheable), (2, 0));
+}
