@@ -91,21 +91,12 @@ impl SpliceEngine {
         sink: &mut S,
         stats: &EngineStats,
     ) -> io::Result<KeepCopyOutcome> {
-        let forward = self.pool().acquire(stats).map_err(|reason| {
-            // A pipe that failed to open was counted as it failed; an empty pool is counted
-            // here, where the caller's copy becomes a fallback.
-            if reason == FallbackReason::NoPipe {
-                stats.record_fallback(
-                    reason,
-                    &format_args!(
-                        "all {} pipes of this worker in use (transfer.pipe_pool); copying a \
-                         KeepCopy transfer",
-                        self.pool().open()
-                    ),
-                );
-            }
-            io::Error::new(io::ErrorKind::WouldBlock, format!("no pipe: {reason}"))
-        })?;
+        let forward = self
+            .pool()
+            .acquire(stats, "a KeepCopy transfer")
+            .map_err(|reason| {
+                io::Error::new(io::ErrorKind::WouldBlock, format!("no pipe: {reason}"))
+            })?;
         let copy = match Pipe::open(keep.max_unread.max(4096)) {
             Ok(new) => new.pipe,
             Err(error) => {

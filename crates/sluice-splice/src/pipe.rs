@@ -70,14 +70,27 @@ impl PipePool {
         self.inner.idle.borrow().len()
     }
 
-    /// Lends an empty pipe: an idle one, or a new one while under the bound. A pipe the kernel
-    /// would not size as asked is still lent, at its real size, and the refusal is counted.
-    pub(crate) fn acquire(&self, stats: &EngineStats) -> Result<PipeLease, FallbackReason> {
+    /// Lends an empty pipe: an idle one, or a new one while under the bound. Every failure is
+    /// counted and logged here, as a fallback to copying `what` (e.g. "a body"): an empty pool
+    /// (`NoPipe`), a pipe that would not open (`PipeCreate`). A pipe the kernel would not size
+    /// as asked is still lent, at its real size, and the refusal is counted.
+    pub(crate) fn acquire(
+        &self,
+        stats: &EngineStats,
+        what: &str,
+    ) -> Result<PipeLease, FallbackReason> {
         let inner = &self.inner;
         if let Some(pipe) = inner.idle.borrow_mut().pop() {
             return Ok(self.lease(pipe));
         }
         if inner.open.get() >= inner.bound {
+            stats.record_fallback(
+                FallbackReason::NoPipe,
+                &format_args!(
+                    "all {} pipes of this worker in use (transfer.pipe_pool); copying {what}",
+                    inner.open.get()
+                ),
+            );
             return Err(FallbackReason::NoPipe);
         }
         let new = match Pipe::open(inner.size) {
@@ -175,10 +188,13 @@ mod tests {
     fn pool_is_bounded_and_reuses_only_empty_pipes() {
         let stats = EngineStats::default();
         let pool = PipePool::new(64 * 1024, 2);
-        let a = pool.acquire(&stats).unwrap();
-        let mut b = pool.acquire(&stats).unwrap();
+        let a = pool.acquire(&stats, "a test").unwrap();
+        let mut b = pool.acquire(&stats, "a test").unwrap();
         assert!(a.pipe().capacity() >= 64 * 1024);
-        assert_eq!(pool.acquire(&stats).unwrap_err(), FallbackReason::NoPipe);
+        assert_eq!(
+            pool.acquire(&stats, "a test").unwrap_err(),
+            FallbackReason::NoPipe
+        );
         drop(a);
         assert_eq!((pool.open(), pool.idle()), (2, 1));
         b.filled(10);
@@ -188,8 +204,8 @@ mod tests {
             (1, 1),
             "a pipe holding bytes is closed"
         );
-        let _c = pool.acquire(&stats).unwrap();
-        let _d = pool.acquire(&stats).unwrap();
+        let _c = pool.acquire(&stats, "a test").unwrap();
+        let _d = pool.acquire(&stats, "a test").unwrap();
         assert_eq!(pool.open(), 2);
     }
 }

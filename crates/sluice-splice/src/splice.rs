@@ -61,20 +61,8 @@ impl SpliceEngine {
             // Nothing to splice: the prefix is all there is.
             return self.copy_recorded(src, dst, request, stats).await;
         }
-        let lease = match self.pool.acquire(stats) {
-            Ok(lease) => lease,
-            Err(reason) => {
-                if reason == FallbackReason::NoPipe {
-                    stats.record_fallback(
-                        reason,
-                        &format_args!(
-                            "all {} pipes of this worker in use (transfer.pipe_pool); copying",
-                            self.pool.open()
-                        ),
-                    );
-                }
-                return self.copy_recorded(src, dst, request, stats).await;
-            }
+        let Ok(lease) = self.pool.acquire(stats, "a body") else {
+            return self.copy_recorded(src, dst, request, stats).await;
         };
         let mut flow = Flow::new(lease, request.limit);
         match flow
@@ -117,22 +105,12 @@ impl SpliceEngine {
         purpose: &str,
     ) -> TransferOutcome {
         let limit = Limit::Bytes(bytes);
-        let (mechanism, outcome) = match self.pool.acquire(stats) {
+        let (mechanism, outcome) = match self.pool.acquire(stats, purpose) {
             Ok(lease) => {
                 let outcome = Flow::new(lease, limit).finish(src, dst, idle).await;
                 (Mechanism::Splice, outcome)
             }
-            Err(reason) => {
-                if reason == FallbackReason::NoPipe {
-                    stats.record_fallback(
-                        reason,
-                        &format_args!(
-                            "all {} pipes of this worker in use (transfer.pipe_pool); copying \
-                             {purpose}",
-                            self.pool.open()
-                        ),
-                    );
-                }
+            Err(_) => {
                 let request = TransferRequest {
                     prefix: &[],
                     limit,
@@ -171,17 +149,11 @@ impl SpliceEngine {
     ) -> TunnelOutcome {
         let leases = self
             .pool
-            .acquire(stats)
-            .and_then(|up| Ok((up, self.pool.acquire(stats)?)));
+            .acquire(stats, "a tunnel")
+            .and_then(|up| Ok((up, self.pool.acquire(stats, "a tunnel")?)));
         let (up_lease, down_lease) = match leases {
             Ok(pair) => pair,
-            Err(reason) => {
-                if reason == FallbackReason::NoPipe {
-                    stats.record_fallback(
-                        reason,
-                        &"no two pipes left for a tunnel (transfer.pipe_pool); copying",
-                    );
-                }
+            Err(_) => {
                 let outcome = self.copy.tunnel(client, upstream, idle).await;
                 stats.record(
                     Mechanism::Copy,

@@ -244,7 +244,7 @@ fn a_transfer_cancelled_with_bytes_in_its_pipe_closes_the_pipe() {
         let stats = EngineStats::default();
         let engine = engine(1);
         let watch: OwnedFd = {
-            let lease = engine.pool().acquire(&stats).unwrap();
+            let lease = engine.pool().acquire(&stats, "a test").unwrap();
             lease.pipe().watch().unwrap()
         };
         let len = 8 << 20;
