@@ -547,7 +547,8 @@ fn a_fill_without_a_pipe_is_copied_and_counted() {
     let reply = body.clone();
     let origin = Origin::start(move |r| {
         if r.head.target.to_string().ends_with("/hold") {
-            Reply::with_length(200, &["Cache-Control: no-store"], &body_of(8 << 20))
+            // Far more than loopback socket buffers hold, so the transfer stalls in its pipe.
+            Reply::with_length(200, &["Cache-Control: no-store"], &body_of(32 << 20))
         } else {
             Reply::with_length(200, &["Cache-Control: max-age=60"], &reply)
         }
